@@ -1,0 +1,287 @@
+"""The closed set of typed errors (spec/errors.md, ERR group).
+
+Every refusal the specification defines is one variant here, carrying the
+field, layer and values that identify it. A message is *derived* from those
+values (ERR-6); nothing ever parses a message (ERR-7).
+
+Two families:
+
+- :class:`SignatureError` -- why a stored block's payload or stamp was refused
+  (SIG and VERIFY groups).
+- :class:`CacheError` -- why a KV-cache operation was refused (ALLOC group).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+#: A value an error carries: an integer, a string, or a short list of integers.
+Value = int | str | tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class KvError(Exception):
+    """Base of every typed error. Subclasses are frozen value objects."""
+
+    #: The normative kind name (ERR-1), e.g. ``"payload_mismatch"``.
+    kind: ClassVar[str] = ""
+
+    def values(self) -> dict[str, Value]:
+        """The error's normative values, keyed by their canonical names (ERR-2)."""
+        return {}
+
+    @property
+    def field_name(self) -> str | None:
+        """The canonical name of the field the error is about, if any (ERR-3)."""
+        return None
+
+    @property
+    def layer(self) -> int | None:
+        """The layer the error is about, if any."""
+        return None
+
+    def __str__(self) -> str:
+        return self.message()
+
+    def message(self) -> str:
+        raise NotImplementedError
+
+
+class SignatureError(KvError):
+    """Why a stored block was refused. Every variant is a refusal to guess."""
+
+
+class CacheError(KvError):
+    """Why a KV-cache operation was refused; the cache is left unchanged."""
+
+
+def _show(value: Value) -> str:
+    if isinstance(value, tuple):
+        return "x".join(str(part) for part in value)
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Unmarked(SignatureError):
+    """The block carries no signature at all (VERIFY-2)."""
+
+    kind: ClassVar[str] = "unmarked"
+
+    def message(self) -> str:
+        return "block carries no signature; an unmarked block is never trusted"
+
+
+@dataclass(frozen=True)
+class UnsupportedFormat(SignatureError):
+    """The recorded format version is not in the readable set (VERIFY-3)."""
+
+    kind: ClassVar[str] = "unsupported_format"
+    found: int
+    readable: tuple[int, ...]
+
+    def values(self) -> dict[str, Value]:
+        return {"found": self.found, "readable": self.readable}
+
+    @property
+    def field_name(self) -> str:
+        return "format_version"
+
+    def message(self) -> str:
+        versions = ", ".join(str(v) for v in self.readable)
+        return f"format_version {self.found} is not readable here (readable: {versions})"
+
+
+@dataclass(frozen=True)
+class EmptyPayload(SignatureError):
+    """The payload has no layers, so it can vouch for nothing (SIG-5)."""
+
+    kind: ClassVar[str] = "empty_payload"
+
+    def message(self) -> str:
+        return "payload has no layers; there is nothing to measure"
+
+
+@dataclass(frozen=True)
+class DegenerateLayer(SignatureError):
+    """The first layer has no KV heads or a zero head dimension (SIG-6)."""
+
+    kind: ClassVar[str] = "degenerate_layer"
+    layer_index: int
+    n_kv_heads: int
+    head_dim: int
+
+    def values(self) -> dict[str, Value]:
+        return {"n_kv_heads": self.n_kv_heads, "head_dim": self.head_dim}
+
+    @property
+    def layer(self) -> int:
+        return self.layer_index
+
+    def message(self) -> str:
+        return (
+            f"layer {self.layer_index} is degenerate: "
+            f"n_kv_heads={self.n_kv_heads}, head_dim={self.head_dim}"
+        )
+
+
+@dataclass(frozen=True)
+class RaggedPayload(SignatureError):
+    """The payload disagrees with itself at one layer (SIG-7, SIG-8)."""
+
+    kind: ClassVar[str] = "ragged_payload"
+    layer_index: int
+    field: str
+    expected: Value
+    found: Value
+
+    def values(self) -> dict[str, Value]:
+        return {"expected": self.expected, "found": self.found}
+
+    @property
+    def field_name(self) -> str:
+        return self.field
+
+    @property
+    def layer(self) -> int:
+        return self.layer_index
+
+    def message(self) -> str:
+        if self.field == "k_length":
+            wanted = f"a multiple of {_show(self.expected)}"
+        else:
+            wanted = _show(self.expected)
+        return (
+            f"payload is inconsistent at layer {self.layer_index}: "
+            f"{self.field} is {_show(self.found)}, expected {wanted}"
+        )
+
+
+@dataclass(frozen=True)
+class PayloadMismatch(SignatureError):
+    """The recorded signature claims what the payload is not (VERIFY-4)."""
+
+    kind: ClassVar[str] = "payload_mismatch"
+    field: str
+    recorded: Value
+    actual: Value
+
+    def values(self) -> dict[str, Value]:
+        return {"recorded": self.recorded, "actual": self.actual}
+
+    @property
+    def field_name(self) -> str:
+        return self.field
+
+    def message(self) -> str:
+        return (
+            f"signature vouches for {self.field}={_show(self.recorded)} "
+            f"but the payload has {self.field}={_show(self.actual)}"
+        )
+
+
+@dataclass(frozen=True)
+class Incompatible(SignatureError):
+    """An honest, coherent block that is not what this reader needs (VERIFY-5)."""
+
+    kind: ClassVar[str] = "incompatible"
+    field: str
+    expected: Value
+    found: Value
+
+    def values(self) -> dict[str, Value]:
+        return {"expected": self.expected, "found": self.found}
+
+    @property
+    def field_name(self) -> str:
+        return self.field
+
+    def message(self) -> str:
+        return (
+            f"block is incompatible: {self.field} is {_show(self.found)}, "
+            f"this reader needs {_show(self.expected)}"
+        )
+
+
+@dataclass(frozen=True)
+class CapacityExceeded(CacheError):
+    """Appending would pass the cache's capacity (ALLOC-8)."""
+
+    kind: ClassVar[str] = "capacity_exceeded"
+    capacity: int
+    requested: int
+
+    def values(self) -> dict[str, Value]:
+        return {"capacity": self.capacity, "requested": self.requested}
+
+    @property
+    def field_name(self) -> str:
+        return "max_seq_len"
+
+    def message(self) -> str:
+        return f"append needs {self.requested} positions but max_seq_len is {self.capacity}"
+
+
+@dataclass(frozen=True)
+class LayerOutOfRange(CacheError):
+    """A layer index that the cache does not have (ALLOC-9)."""
+
+    kind: ClassVar[str] = "layer_out_of_range"
+    layer_index: int
+    n_layers: int
+
+    def values(self) -> dict[str, Value]:
+        return {"n_layers": self.n_layers}
+
+    @property
+    def layer(self) -> int:
+        return self.layer_index
+
+    def message(self) -> str:
+        return f"layer {self.layer_index} does not exist; the cache has n_layers={self.n_layers}"
+
+
+@dataclass(frozen=True)
+class LayerShapeMismatch(CacheError):
+    """A replacement layer whose shape is not the cache's (ALLOC-10)."""
+
+    kind: ClassVar[str] = "layer_shape_mismatch"
+    layer_index: int
+    field: str
+    expected: int
+    found: int
+
+    def values(self) -> dict[str, Value]:
+        return {"expected": self.expected, "found": self.found}
+
+    @property
+    def field_name(self) -> str:
+        return self.field
+
+    @property
+    def layer(self) -> int:
+        return self.layer_index
+
+    def message(self) -> str:
+        return (
+            f"replacement for layer {self.layer_index} has {self.field}={self.found}, "
+            f"the cache needs {self.field}={self.expected}"
+        )
+
+
+#: Every error kind the specification defines (ERR-1), by name.
+ERROR_KINDS: dict[str, type[KvError]] = {
+    cls.kind: cls
+    for cls in (
+        Unmarked,
+        UnsupportedFormat,
+        EmptyPayload,
+        DegenerateLayer,
+        RaggedPayload,
+        PayloadMismatch,
+        Incompatible,
+        CapacityExceeded,
+        LayerOutOfRange,
+        LayerShapeMismatch,
+    )
+}

@@ -1,0 +1,3 @@
+from kvconform.conformance.cli import main
+
+raise SystemExit(main())
