@@ -1,0 +1,136 @@
+"""The pytest plugin: scenarios and vectors as test items (registered as ``pytest11``).
+
+    pytest --kv-suite                                  # the suite against the reference
+    pytest --kv-suite --kv-adapter mypkg.adapter:make  # against your implementation
+
+Item names are the case ids. A failure shows the case id, the failing step,
+expected against actual, the requirement ids and the ``why``. A case whose
+class the adapter does not declare is skipped with that reason, never passed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import suite
+from .adapters import DEFAULT_ADAPTER, AdapterSpecError, load_adapter
+from .driver import Driver, InProcessDriver
+from .runner import CaseResult, run_case
+from .scenario import Case
+from .yamlsource import SourceError
+
+_DRIVER = pytest.StashKey[Driver]()
+_SEEN = pytest.StashKey[dict[str, str]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("kvconform", "kvconform conformance suite")
+    group.addoption(
+        "--kv-adapter",
+        metavar="MODULE:FACTORY",
+        default=None,
+        help=f"in-process adapter to test (default: the reference, {DEFAULT_ADAPTER})",
+    )
+    group.addoption(
+        "--kv-suite",
+        action="store_true",
+        default=False,
+        help="collect the installed kvconform scenarios and vectors",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_SEEN] = {}
+    if config.getoption("kv_suite"):
+        for directory in (suite.scenarios_dir(), suite.vectors_dir()):
+            if str(directory) not in config.args:
+                config.args.append(str(directory))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    driver = config.stash.get(_DRIVER, None)
+    if driver is not None:
+        driver.close()
+
+
+def driver_for(config: pytest.Config) -> Driver:
+    """The one driver of this run, made on first use."""
+    driver = config.stash.get(_DRIVER, None)
+    if driver is None:
+        spec = config.getoption("kv_adapter") or DEFAULT_ADAPTER
+        try:
+            driver = InProcessDriver(load_adapter(spec))
+        except AdapterSpecError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        config.stash[_DRIVER] = driver
+    return driver
+
+
+def _sniff(path: Path) -> str | None:
+    """``scenarios`` or ``vectors`` when ``path`` is a kvconform data file."""
+    if path.suffix not in (".yaml", ".yml", ".json"):
+        return None
+    try:
+        head = path.read_text(encoding="utf-8", errors="replace")[:400]
+    except OSError:
+        return None
+    if path.suffix == ".json":
+        return "vectors" if '"kvconform-vectors/1"' in head else None
+    return "scenarios" if "kvconform: scenarios/" in head else None
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if _sniff(file_path):
+        return CaseFile.from_parent(parent, path=file_path)
+    return None
+
+
+class CaseFile(pytest.File):
+    def collect(self) -> Iterator[CaseItem]:
+        try:
+            cases = suite.load_file(self.path)
+            suite.check_references(cases)
+        except SourceError as exc:
+            raise self.CollectError(str(exc)) from None
+        seen = self.config.stash[_SEEN]
+        for case in cases:
+            if case.id in seen and seen[case.id] != str(self.path):
+                raise self.CollectError(
+                    f"{self.path}: case id {case.id!r} is already used in {seen[case.id]}"
+                )
+            seen[case.id] = str(self.path)
+            yield CaseItem.from_parent(self, name=case.id, case=case)
+
+
+class CaseFailed(Exception):
+    def __init__(self, result: CaseResult) -> None:
+        super().__init__(result.case.id)
+        self.result = result
+
+
+class CaseItem(pytest.Item):
+    def __init__(self, *, case: Case, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+        for req in case.requires:
+            self.user_properties.append(("requirement", req))
+
+    def runtest(self) -> None:
+        result = run_case(self.case, driver_for(self.config))
+        if result.verdict == "not_applicable":
+            pytest.skip(f"not applicable: {result.reason}")
+        if result.verdict == "failed":
+            raise CaseFailed(result)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, CaseFailed):
+            return excinfo.value.result.report()
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        line = self.case.line - 1 if self.case.line else None
+        return self.path, line, f"{self.case.kind} {self.case.id}"

@@ -1,0 +1,77 @@
+"""The specification and the cases stay in step (issue: traceability)."""
+
+from __future__ import annotations
+
+import re
+
+from kvconform.conformance import coverage, suite
+
+
+def test_every_requirement_is_cited_by_a_case() -> None:
+    missing = coverage.uncited(suite.all_cases())
+    assert not missing, f"requirements cited by no scenario or vector: {', '.join(missing)}"
+
+
+def test_every_cited_requirement_exists() -> None:
+    known = suite.requirements()
+    unknown = {
+        (case.id, req) for case in suite.all_cases() for req in case.requires if req not in known
+    }
+    assert not unknown, f"cases cite requirements that spec/ does not define: {sorted(unknown)}"
+
+
+def test_case_ids_are_unique() -> None:
+    ids = [case.id for case in suite.all_cases()]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    assert not duplicates, f"duplicate case ids: {duplicates}"
+
+
+def test_every_requirement_has_a_keyword_and_a_rationale() -> None:
+    for req in suite.requirements().values():
+        path = suite.spec_dir() / req.file
+        text = path.read_text(encoding="utf-8")
+        # The whole list item: the definition line and its indented continuation.
+        start = text.index(f"- **{req.id}** ")
+        end = re.compile(r"\n(?!  )").search(text, start + 1)
+        item = text[start : end.start() if end else len(text)]
+        assert re.search(r"\b(MUST|SHOULD|MAY|REQUIRED|SHALL)\b", item), req.id
+        assert "*Rationale:*" in item, f"{req.id} has no rationale"
+
+
+def test_requirement_references_in_spec_resolve() -> None:
+    known = set(suite.requirements())
+    for path in sorted(suite.spec_dir().glob("*.md")):
+        if path.name == "coverage.md":
+            continue
+        for match in re.finditer(
+            r"\b((?:HASH|ID|ALLOC|PLAN|SIG|PROF|VERIFY|ERR|SEC|CONF|PROTO)-\d+)\b",
+            path.read_text(encoding="utf-8"),
+        ):
+            assert match.group(1) in known, f"{path.name} mentions undefined {match.group(1)}"
+
+
+def test_reference_docstrings_cite_existing_requirements() -> None:
+    known = set(suite.requirements())
+    root = suite.spec_dir().parent / "reference"
+    for path in sorted(root.glob("*.py")):
+        for match in re.finditer(
+            r"\b((?:HASH|ID|ALLOC|PLAN|SIG|PROF|VERIFY|ERR|SEC|CONF)-\d+)\b",
+            path.read_text(encoding="utf-8"),
+        ):
+            assert match.group(1) in known, f"{path.name} cites undefined {match.group(1)}"
+
+
+def test_untestable_requirements_exist_and_say_why() -> None:
+    known = suite.requirements()
+    for req, reason in coverage.NOT_TESTABLE.items():
+        assert req in known, req
+        assert req.startswith("SEC-"), f"{req}: only deployment guidance may go untested"
+        assert len(reason) > 20, req
+
+
+def test_coverage_table_is_current() -> None:
+    expected = coverage.render(suite.all_cases())
+    current = coverage.coverage_path().read_text(encoding="utf-8")
+    assert current == expected, (
+        "spec/coverage.md is stale: python -m kvconform.conformance.coverage"
+    )
