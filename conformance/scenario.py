@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import kvconform
+
 from . import ops
 from .checks import (
     Check,
@@ -61,6 +63,17 @@ class Case:
     profile: int | None = None
     area: str = ""
     kind: str = "scenario"
+
+    @property
+    def file_name(self) -> str:
+        """The file, relative to the suite's folders when it is one of theirs."""
+        path = Path(self.file).resolve()
+        for root in (Path(__file__).resolve().parent, kvconform.data_root()):
+            try:
+                return path.relative_to(root).as_posix()
+            except ValueError:
+                continue
+        return path.name
 
 
 def load_scenario_file(path: Path) -> list[Case]:

@@ -22,7 +22,7 @@ SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 PathKey = tuple[str | int, ...]
 
 
-@dataclass(frozen=True)
+@dataclass
 class SourceError(Exception):
     """A data file that cannot be used: its path, line, the offending element, why."""
 

@@ -13,19 +13,32 @@ Two families:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import FrozenInstanceError, dataclass
+from typing import Any, ClassVar
 
 #: A value an error carries: an integer, a string, or a short list of integers.
 Value = int | str | tuple[int, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)
 class KvError(Exception):
-    """Base of every typed error. Subclasses are frozen value objects."""
+    """Base of every typed error. Subclasses are immutable value objects.
+
+    Not ``frozen=True``: Python's exception machinery assigns ``__traceback__``
+    and friends to a raised exception, which a frozen dataclass refuses. The
+    fields are sealed after construction instead.
+    """
 
     #: The normative kind name (ERR-1), e.g. ``"payload_mismatch"``.
     kind: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_sealed", True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if getattr(self, "_sealed", False) and not (name.startswith("__") and name.endswith("__")):
+            raise FrozenInstanceError(f"cannot assign to field {name!r}")
+        super().__setattr__(name, value)
 
     def values(self) -> dict[str, Value]:
         """The error's normative values, keyed by their canonical names (ERR-2)."""
@@ -62,7 +75,7 @@ def _show(value: Value) -> str:
     return str(value)
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)
 class Unmarked(SignatureError):
     """The block carries no signature at all (VERIFY-2)."""
 
@@ -72,7 +85,7 @@ class Unmarked(SignatureError):
         return "block carries no signature; an unmarked block is never trusted"
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)
 class UnsupportedFormat(SignatureError):
     """The recorded format version is not in the readable set (VERIFY-3)."""
 
@@ -92,7 +105,7 @@ class UnsupportedFormat(SignatureError):
         return f"format_version {self.found} is not readable here (readable: {versions})"
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)
 class EmptyPayload(SignatureError):
     """The payload has no layers, so it can vouch for nothing (SIG-5)."""
 
@@ -102,7 +115,7 @@ class EmptyPayload(SignatureError):
         return "payload has no layers; there is nothing to measure"
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)
 class DegenerateLayer(SignatureError):
     """The first layer has no KV heads or a zero head dimension (SIG-6)."""
 
@@ -125,7 +138,7 @@ class DegenerateLayer(SignatureError):
         )
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)
 class RaggedPayload(SignatureError):
     """The payload disagrees with itself at one layer (SIG-7, SIG-8)."""
 
@@ -157,7 +170,7 @@ class RaggedPayload(SignatureError):
         )
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)
 class PayloadMismatch(SignatureError):
     """The recorded signature claims what the payload is not (VERIFY-4)."""
 
@@ -180,7 +193,7 @@ class PayloadMismatch(SignatureError):
         )
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)
 class Incompatible(SignatureError):
     """An honest, coherent block that is not what this reader needs (VERIFY-5)."""
 
@@ -203,7 +216,7 @@ class Incompatible(SignatureError):
         )
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)
 class CapacityExceeded(CacheError):
     """Appending would pass the cache's capacity (ALLOC-8)."""
 
@@ -222,7 +235,7 @@ class CapacityExceeded(CacheError):
         return f"append needs {self.requested} positions but max_seq_len is {self.capacity}"
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)
 class LayerOutOfRange(CacheError):
     """A layer index that the cache does not have (ALLOC-9)."""
 
@@ -241,7 +254,7 @@ class LayerOutOfRange(CacheError):
         return f"layer {self.layer_index} does not exist; the cache has n_layers={self.n_layers}"
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)
 class LayerShapeMismatch(CacheError):
     """A replacement layer whose shape is not the cache's (ALLOC-10)."""
 

@@ -1,0 +1,233 @@
+"""The kvconform command: exit statuses, selection, reports, expectations, integrity."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from kvconform.conformance import cli, manifest, suite
+from kvconform.conformance.yamlsource import Document, validate
+
+pytestmark = pytest.mark.covers("CONF-2", "CONF-3", "CONF-5")
+
+MUTANT = "tests.mutants.corpus:TruncateRemints"
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = cli.main(list(argv), out, err)
+    return status, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def mutant_reports(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One run of the whole suite against a mutant, with every report written."""
+    directory = tmp_path_factory.mktemp("mutant")
+    status, _, err = run("run", "--adapter", MUTANT, "--report-dir", str(directory), "--quiet")
+    assert status == cli.EXIT_FAILED, err
+    return directory
+
+
+def test_default_run_is_green_against_the_reference() -> None:
+    status, out, _ = run("run", "--quiet")
+    assert status == cli.EXIT_OK
+    assert "CONFORMANT for the declared classes" in out
+    assert f"{len(suite.all_cases())} in" in out
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["run", "--bogus"], "unrecognized arguments: --bogus"),
+        (["run", "--area", "no-such-area"], "matches no case"),
+        (["run", "--requirement", "PLAN-999"], "no such requirement"),
+        (["run", "--class", "planning"], "not one of"),
+        (["run", "--timeout", "-1"], "must be greater than 0"),
+        (["run", "--adapter", "no_such_module:make"], "cannot import"),
+        (["run", "--adapter", "json"], "expected 'module:factory'"),
+        (["run", "--adapter", "x:y", "--adapter-cmd", "z"], "not allowed with"),
+        (["compare", "nothing.json", "-o", "x.html"], "not a kvconform JSON report"),
+        ([], "required"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_clear_line(argv: list[str], fragment: str) -> None:
+    status, out, err = run(*argv)
+    assert status == cli.EXIT_USAGE
+    assert fragment in err
+    assert "Traceback" not in err
+    assert err.count("\n") == 1
+
+
+def test_an_adapter_whose_factory_fails_exits_3() -> None:
+    status, _, err = run("run", "--adapter", "tests.test_cli:broken_factory")
+    assert status == cli.EXIT_ADAPTER
+    assert "could not start" in err and "RuntimeError" in err
+
+
+def broken_factory() -> object:
+    raise RuntimeError("no GPU here")
+
+
+def test_selection_by_area_class_requirement_and_id() -> None:
+    status, out, _ = run("list", "--area", "alloc", "--requirement", "ALLOC-5")
+    assert status == cli.EXIT_OK
+    lines = out.strip().splitlines()
+    assert lines[-1].endswith("case(s)") and int(lines[-1].split()[0]) >= 1
+    assert all("ALLOC-5" in line for line in lines[:-1])
+    status, out, _ = run("list", "--id", "alloc.rewind.*")
+    assert all(line.startswith("alloc.rewind.") for line in out.strip().splitlines()[:-1])
+    status, out, _ = run("list", "--class", "hash", "--area", "vectors/encoding")
+    assert int(out.strip().splitlines()[-1].split()[0]) > 40
+
+
+def test_the_json_report_is_valid_and_complete(mutant_reports: Path) -> None:
+    data = json.loads((mutant_reports / "report.json").read_text())
+    validate(Document("report.json", data, {}), "report")
+    assert data["adapter"]["name"] == "kvconform-reference"
+    assert data["suite"]["digest"] == manifest.check().digest
+    assert data["summary"]["total"] == len(suite.all_cases())
+    assert data["summary"]["failed"] > 0
+    failed = [r for r in data["results"] if r["verdict"] == "failed"]
+    assert all(r["failure"]["requires"] and r["failure"]["why"] for r in failed)
+    assert data["requirements"]["ALLOC-5"]["verdict"] == "failed"
+    assert data["requirements"]["SIG-2"]["verdict"] == "passed"
+
+
+def test_the_junit_report_counts_match(mutant_reports: Path) -> None:
+    data = json.loads((mutant_reports / "report.json").read_text())
+    root = ET.parse(mutant_reports / "report.xml").getroot()
+    assert int(root.get("tests", "0")) == data["summary"]["total"]
+    assert int(root.get("failures", "0")) == data["summary"]["failed"]
+    failures = root.findall(".//testcase/failure")
+    assert len(failures) == data["summary"]["failed"]
+    assert any("ALLOC-5" in (f.text or "") for f in failures)
+
+
+def test_the_markdown_summary_names_the_failures(mutant_reports: Path) -> None:
+    text = (mutant_reports / "summary.md").read_text()
+    assert "NOT conformant" in text
+    assert "alloc.rewind.keeps-alloc-id" in text
+    assert "| class | passed | failed | not applicable |" in text
+
+
+class _Tables(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: list[str] = []
+        self.cells: list[dict[str, str | None]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        if attributes.get("id"):
+            self.ids.append(str(attributes["id"]))
+        if tag == "td" and "data-requirement" in attributes:
+            self.cells.append(attributes)
+
+
+def test_compare_renders_a_matrix_with_links_to_failing_cases(
+    mutant_reports: Path, tmp_path: Path
+) -> None:
+    status, _, _ = run("run", "--quiet", "--json", str(tmp_path / "ref.json"))
+    assert status == cli.EXIT_OK
+    out = tmp_path / "matrix.html"
+    status, _, err = run("compare", str(tmp_path / "ref.json"),
+                         str(mutant_reports / "report.json"), "-o", str(out))
+    assert status == cli.EXIT_OK, err
+    page = _Tables()
+    page.feed(out.read_text())
+    assert "matrix" in page.ids
+    n_reqs = len(suite.requirements())
+    assert len(page.cells) == 2 * n_reqs
+    failing = [c for c in page.cells if "failed" in (c.get("class") or "")]
+    assert failing
+    assert "impl1-ALLOC-5" in page.ids
+
+
+def _expectations(path: Path, ids: list[str]) -> Path:
+    lines = ["kvconform: expectations/1", "known_failures:"]
+    lines += [f"  - {{id: {i}, reason: known}}" for i in ids]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_expectations_gate_both_directions(mutant_reports: Path, tmp_path: Path) -> None:
+    data = json.loads((mutant_reports / "report.json").read_text())
+    failing = sorted(r["id"] for r in data["results"] if r["verdict"] == "failed")
+    exact = _expectations(tmp_path / "exact.yaml", failing)
+    assert run("run", "--adapter", MUTANT, "--quiet", "--expectations", str(exact))[0] == 0
+    # a new failure: one failing case is not listed
+    missing = _expectations(tmp_path / "missing.yaml", failing[1:])
+    status, out, _ = run("run", "--adapter", MUTANT, "--quiet", "--expectations", str(missing))
+    assert status == cli.EXIT_FAILED and f"unexpected failure: {failing[0]}" in out
+    # a stale entry: a listed case passes
+    stale = _expectations(tmp_path / "stale.yaml", [*failing, "sig.measure.round-trip"]
+                          if any(c.id == "sig.measure.round-trip" for c in suite.all_cases())
+                          else [*failing, next(c.id for c in suite.all_cases()
+                                               if c.id not in failing)])
+    status, out, _ = run("run", "--adapter", MUTANT, "--quiet", "--expectations", str(stale))
+    assert status == cli.EXIT_FAILED and "listed as failing but passes" in out
+
+
+def test_write_expectations_starts_a_file_that_gates_green(tmp_path: Path) -> None:
+    target = tmp_path / "expected.yaml"
+    status, _, err = run("run", "--adapter", MUTANT, "--quiet", "--write-expectations", str(target))
+    assert status == cli.EXIT_FAILED and "known failure(s)" in err
+    assert run("run", "--adapter", MUTANT, "--quiet", "--expectations", str(target))[0] == 0
+
+
+def test_a_malformed_expectations_file_is_a_usage_error(tmp_path: Path) -> None:
+    bad = _expectations(tmp_path / "bad.yaml", ["no.such.case"])
+    status, _, err = run("run", "--quiet", "--expectations", str(bad))
+    assert status == cli.EXIT_USAGE and "no case has id 'no.such.case'" in err
+    assert "bad.yaml:3" in err
+
+
+def test_a_modified_suite_is_refused_unless_allowed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorded = json.loads(manifest.manifest_path().read_text())
+    name = next(iter(recorded["files"]))
+    recorded["files"][name] = "0" * 64
+    fake = tmp_path / "manifest.json"
+    fake.write_text(json.dumps(recorded))
+    monkeypatch.setattr(manifest, "manifest_path", lambda: fake)
+    status, _, err = run("run", "--quiet")
+    assert status == cli.EXIT_USAGE and f"altered: {name}" in err
+    status, _, _ = run("run", "--quiet", "--json", str(tmp_path / "r.json"), "--allow-modified")
+    assert status == cli.EXIT_OK
+    assert "altered" in json.loads((tmp_path / "r.json").read_text())["suite"]["modified"]
+
+
+def test_the_shipped_manifest_is_current() -> None:
+    assert manifest.main(["--check"]) == 0, "run python -m kvconform.conformance.manifest"
+
+
+def test_html_report_renders_in_a_real_browser(mutant_reports: Path, tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    browser = next((b for b in ("chromium", "chromium-browser", "google-chrome")
+                    if shutil.which(b)), None)
+    if browser is None:
+        pytest.skip("NO HEADLESS BROWSER FOUND: the HTML report was not rendered "
+                    "(.ci/run installs Debian's chromium)")
+    out = tmp_path / "matrix.html"
+    run("compare", str(mutant_reports / "report.json"), "-o", str(out))
+    profile = tmp_path / "profile"
+    result = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run",
+         f"--user-data-dir={profile}", "--dump-dom", out.as_uri()],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    dom = _Tables()
+    dom.feed(result.stdout)
+    assert "matrix" in dom.ids
+    assert len(dom.cells) == len(suite.requirements())
