@@ -72,6 +72,8 @@ class KeyHasher:
 
     def mix_instance(self, instance_id: int) -> KeyHasher:
         """Mix a model-instance id behind its marker string (HASH-8)."""
+        if not 0 <= instance_id <= _MASK:  # refuse before mixing anything (HASH-12)
+            raise ValueError(f"u64 out of range: {instance_id}")
         return self.mix_str("instance").mix_u64(instance_id)
 
     def finish(self) -> int:

@@ -142,7 +142,11 @@ class KvCache:
                 raise LayerShapeMismatch(
                     layer_index=index, field=name, expected=expected, found=found
                 )
-        if layer.k.dtype != current.k.dtype or layer.v.shape != layer.k.shape:
-            raise ValueError("replacement storage must have the cache's element type")
+        if (
+            layer.k.dtype != current.k.dtype
+            or layer.v.dtype != current.v.dtype
+            or layer.v.shape != layer.k.shape
+        ):
+            raise ValueError("replacement K and V must both have the cache's element type and shape")
         self._layers[index] = layer
         self._alloc_id = KvAllocId.mint()

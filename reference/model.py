@@ -55,5 +55,11 @@ class Model:
         return MappingProxyType(self._hooks)
 
     def set_hook(self, name: str, present: bool) -> None:
-        """Attach or detach an optional hook in place. The id stays (ID-7)."""
+        """Attach or detach an optional hook in place. The id stays (ID-7).
+
+        The hooks a model can carry are those its configuration declares, so
+        switching one back restores exactly the key it had (PLAN-11).
+        """
+        if name not in self._hooks:
+            raise KeyError(f"the {self.config.family} configuration declares no hook {name!r}")
         self._hooks[name] = present

@@ -111,7 +111,7 @@ def measure(
         raise EmptyPayload()
     first = layers[0]
     n_kv_heads, head_dim = first.n_kv_heads, first.head_dim
-    if n_kv_heads == 0 or head_dim == 0:
+    if n_kv_heads < 1 or head_dim < 1:  # a negative count is no more a shape than zero
         raise DegenerateLayer(layer_index=0, n_kv_heads=n_kv_heads, head_dim=head_dim)
     per_token = n_kv_heads * head_dim
     tokens = _measure_layer(0, first, per_token)
