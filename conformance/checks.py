@@ -134,7 +134,8 @@ def message_omissions(fault: Fault) -> list[str]:
 
     The field may be spelled any way (``head_dim``, ``head dim``, ``HeadDim``):
     letters and digits are compared without case, punctuation and spaces.
-    Each scalar value, and each number of a list value, must appear as written.
+    Each scalar value, and each number of a list value, must appear as written
+    (a number as a whole number: ``4`` is not found in ``64``).
     """
     missing = []
     message = fault.message
@@ -146,9 +147,16 @@ def message_omissions(fault: Fault) -> list[str]:
     for name, value in fault.values.items():
         parts = value if isinstance(value, tuple | list) else (value,)
         for part in parts:
-            if str(part) not in message:
+            if not _mentions(message, part):
                 missing.append(f"{name}={part}")
     return missing
+
+
+def _mentions(message: str, value: object) -> bool:
+    """Whether ``value`` appears in ``message``; a number only as a whole number (4 is not in 64)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return re.search(rf"(?<![0-9]){value}(?![0-9])", message) is not None
+    return str(value) in message
 
 
 # Checks ------------------------------------------------------------------------

@@ -401,18 +401,21 @@ class _Compiler:
                     at, f"with 'like', change {overridden[0]} per layer under 'layers'"
                 )
         else:
-            missing = [name for name in ("n_layers", *shape) if name not in args]
+            needed = ("n_layers", *shape) if args.get("n_layers", 1) else ("n_layers",)
+            missing = [name for name in needed if name not in args]
             if missing:
                 raise self._fail(at, f"missing {missing[0]} (or 'like')")
-            layer = _layer(args["n_kv_heads"], args["head_dim"], args["tokens"])
-            layers = [layer] * args["n_layers"]
+            if args["n_layers"] == 0:
+                layers = []
+            else:
+                layer = _layer(args["n_kv_heads"], args["head_dim"], args["tokens"])
+                layers = [layer] * args["n_layers"]
         for index, override in enumerate(args.get("layers", [])):
             n = override["layer"]
             if n >= len(layers):
                 raise self._fail((*at, "layers", index, "layer"), f"the payload has no layer {n}")
             current = layers[n]
-            per_token = current.n_kv_heads * current.head_dim
-            tokens = current.k_len // per_token if per_token else 0
+            tokens = current.seq_len  # the layer's own claim, whatever its width
             if any(name in override for name in shape):
                 current = _layer(
                     override.get("n_kv_heads", current.n_kv_heads),
