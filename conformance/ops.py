@@ -365,7 +365,7 @@ def _step_to_wire(step: StepInputs) -> dict[str, Any]:
 def _step_from_wire(raw: Mapping[str, Any], where: str) -> StepInputs:
     rope = _mapping(raw.get("rope", {}), f"{where}.rope")
     return StepInputs(
-        token_ids=tuple(_int(t, f"{where}.token_ids") for t in raw.get("token_ids", [])),
+        token_ids=tuple(_int(t, f"{where}.token_ids") for t in raw.get("token_ids", [1])),
         write_offset=_int(raw.get("write_offset", 0), f"{where}.write_offset"),
         rope_theta=float(rope.get("theta", 10000.0)),
         rope_scaling=None if rope.get("scaling") is None else float(rope["scaling"]),
