@@ -10,6 +10,7 @@ names the file, the line and the element.
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -102,6 +103,7 @@ class _Scope:
     sessions: dict[str, int] = field(default_factory=dict)  # -> step_tokens
     values: dict[str, list[ValueRef]] = field(default_factory=dict)
     collecting: set[str] = field(default_factory=set)
+    bound_in_iteration: set[tuple[str, int]] = field(default_factory=set)
     payloads: dict[str, Payload] = field(default_factory=dict)
     signatures: dict[str, Signature] = field(default_factory=dict)
     keys: dict[str, PlanIdentity] = field(default_factory=dict)
@@ -154,7 +156,7 @@ class _Compiler:
         return name
 
     def _bind_handle(self, name: str, kind: str, path: PathKey, iteration: int | None) -> None:
-        if name in self.scope.handles and iteration is None:
+        if name in self.scope.handles:
             raise self._fail(
                 path, f"handle {name!r} is still live; drop it before reusing the name"
             )
@@ -165,13 +167,15 @@ class _Compiler:
     def _define(self, name: str, path: PathKey, iteration: int | None) -> None:
         if name in self.scope.handles:
             raise self._fail(path, f"{name!r} already names a handle")
-        if name in self.scope.names and not (
-            iteration is not None and name in self.scope.collecting
-        ):
+        collected = iteration is not None and name in self.scope.collecting
+        if name in self.scope.names and not collected:
             raise self._fail(path, f"{name!r} is defined twice")
+        if iteration is not None and (name, iteration) in self.scope.bound_in_iteration:
+            raise self._fail(path, f"{name!r} is bound twice in one iteration")
         self.scope.names.add(name)
         if iteration is not None:
             self.scope.collecting.add(name)
+            self.scope.bound_in_iteration.add((name, iteration))
 
     def _bind_value(self, name: str, ref: ValueRef, path: PathKey, iteration: int | None) -> None:
         self._define(name, path, iteration)
@@ -204,7 +208,8 @@ class _Compiler:
         if base is None and "family" not in args:
             raise self._fail(at, "a model needs a family (or 'like')")
         params = dict(base.params) if base else {}
-        params.update(args.get("params", {}))
+        for name, raw in args.get("params", {}).items():
+            params[name] = self._param(raw, (*at, "params", name))
         hooks = dict(base.hooks) if base else {}
         hooks.update(args.get("hooks", {}))
         return ModelSpec(
@@ -212,6 +217,20 @@ class _Compiler:
             params=tuple(params.items()),
             hooks=tuple(hooks.items()),
         )
+
+    def _param(self, raw: Any, path: PathKey) -> Param:
+        """A structural parameter: u64, binary64 (or its bits, tagged) or string."""
+        if isinstance(raw, Mapping):
+            if "f64" in raw:
+                return float(struct.unpack("<d", int(raw["f64"], 16).to_bytes(8, "little"))[0])
+            return str(raw["str"])
+        if isinstance(raw, str) and _NUMBERLIKE.fullmatch(raw.strip()):
+            raise self._fail(
+                path,
+                f"{raw!r} reads as a number but YAML made it a string (write 1.0e-5, not 1e-5); "
+                "tag it {str: ...} if a string is meant",
+            )
+        return raw
 
     def _v_new_model(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         base = None
@@ -534,6 +553,8 @@ class _Compiler:
     ) -> None:
         self._relation("increasing", names, at, where)
 
+
+_NUMBERLIKE = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|[-+]?(inf|nan)", re.IGNORECASE)
 
 #: Error kinds whose field is fixed by the kind (ERR-2), so a scenario need not say it.
 _IMPLIED_FIELDS = {"unsupported_format": "format_version", "capacity_exceeded": "max_seq_len"}
