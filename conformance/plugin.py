@@ -2,6 +2,8 @@
 
     pytest --kv-suite                                  # the suite against the reference
     pytest --kv-suite --kv-adapter mypkg.adapter:make  # against your implementation
+    pytest --kv-suite --kv-adapter-cmd "./my-adapter --stdio" --kv-timeout 5
+                                                       # an adapter process (spec/protocol.md)
 
 Item names are the case ids. A failure shows the case id, the failing step,
 expected against actual, the requirement ids and the ``why``. A case whose
@@ -10,6 +12,7 @@ class the adapter does not declare is skipped with that reason, never passed.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ from .adapters import DEFAULT_ADAPTER, AdapterSpecError, load_adapter
 from .driver import Driver, InProcessDriver
 from .runner import CaseResult, run_case
 from .scenario import Case
+from .stdio import AdapterStartError, StdioDriver
 from .yamlsource import SourceError
 
 _DRIVER = pytest.StashKey[Driver]()
@@ -36,6 +40,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"in-process adapter to test (default: the reference, {DEFAULT_ADAPTER})",
     )
     group.addoption(
+        "--kv-adapter-cmd",
+        metavar="COMMAND",
+        default=None,
+        help="adapter process speaking the stdio protocol (spec/protocol.md); split like a "
+        "shell command line, never run by a shell; excludes --kv-adapter",
+    )
+    group.addoption(
+        "--kv-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=10.0,
+        help="--kv-adapter-cmd: seconds to wait for each response (default 10)",
+    )
+    group.addoption(
         "--kv-suite",
         action="store_true",
         default=False,
@@ -45,6 +63,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_SEEN] = {}
+    if config.getoption("kv_adapter") and config.getoption("kv_adapter_cmd") is not None:
+        raise pytest.UsageError(
+            "--kv-adapter and --kv-adapter-cmd are mutually exclusive: "
+            "give an in-process adapter or an adapter process, not both"
+        )
+    timeout = config.getoption("kv_timeout")
+    if timeout <= 0:
+        raise pytest.UsageError(f"--kv-timeout must be a positive number of seconds, got {timeout}")
     if config.getoption("kv_suite"):
         for directory in (suite.scenarios_dir(), suite.vectors_dir()):
             if str(directory) not in config.args:
@@ -61,13 +87,39 @@ def driver_for(config: pytest.Config) -> Driver:
     """The one driver of this run, made on first use."""
     driver = config.stash.get(_DRIVER, None)
     if driver is None:
-        spec = config.getoption("kv_adapter") or DEFAULT_ADAPTER
-        try:
-            driver = InProcessDriver(load_adapter(spec))
-        except AdapterSpecError as exc:
-            raise pytest.UsageError(str(exc)) from None
+        command = config.getoption("kv_adapter_cmd")
+        if command is not None:
+            driver = _stdio_driver(command, config.getoption("kv_timeout"))
+        else:
+            spec = config.getoption("kv_adapter") or DEFAULT_ADAPTER
+            try:
+                driver = InProcessDriver(load_adapter(spec))
+            except AdapterSpecError as exc:
+                raise pytest.UsageError(str(exc)) from None
         config.stash[_DRIVER] = driver
     return driver
+
+
+def _stdio_driver(command: str, timeout: float) -> StdioDriver:
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--kv-adapter-cmd {command!r}: {exc}") from None
+    if not argv:
+        raise pytest.UsageError("--kv-adapter-cmd is empty")
+    try:
+        return StdioDriver(argv, timeout=timeout)
+    except AdapterStartError as exc:
+        raise pytest.UsageError(f"--kv-adapter-cmd: the adapter could not start: {exc}") from None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the adapter once, before any case runs, so that an adapter that cannot
+    start is one usage error rather than a failure per case."""
+    if session.config.option.collectonly:
+        return
+    if any(isinstance(item, CaseItem) for item in session.items):
+        driver_for(session.config)
 
 
 def _sniff(path: Path) -> str | None:

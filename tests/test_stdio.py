@@ -1,0 +1,523 @@
+"""The stdio driver against the reference server and against misbehaving adapters.
+
+Fake adapters live in ``tests/fixtures/misbehaving_adapter.py``: they answer
+with the reference until a trigger (by default the first ``stamp`` request,
+once per test thanks to a marker file), then misbehave. The time bounds below
+are hang guards, not performance assertions.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import jsonschema
+import pytest
+from kvconform.conformance import ops, suite
+from kvconform.conformance.adapters import DEFAULT_ADAPTER, load_adapter
+from kvconform.conformance.driver import InProcessDriver
+from kvconform.conformance.runner import CaseResult, run_cases
+from kvconform.conformance.scenario import Case
+from kvconform.conformance.stdio import AdapterStartError, StdioDriver
+from kvconform.conformance.values import Broken, MixOp, Ok, Refused
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+MISBEHAVING = FIXTURES / "misbehaving_adapter.py"
+SERVE = [sys.executable, "-m", "kvconform.serve"]
+SCHEMA_DIR = Path(suite.scenarios_dir()).parent / "schema" / "protocol"
+#: Generous bound for one test's run of adapter processes: a hang guard only.
+BOUND = 30.0
+
+
+def misbehaving(mode: str, *args: str) -> list[str]:
+    return [sys.executable, str(MISBEHAVING), mode, *args]
+
+
+def in_process_results(cases: Sequence[Case]) -> list[CaseResult]:
+    driver = InProcessDriver(load_adapter(DEFAULT_ADAPTER))
+    # The in-process driver collects garbage after every drop; freezing the
+    # harness's own long-lived objects keeps that cheap without changing verdicts.
+    gc.freeze()
+    try:
+        return run_cases(cases, driver)
+    finally:
+        gc.unfreeze()
+
+
+# The whole suite over stdio ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    in_process: list[CaseResult]
+    over_stdio: list[CaseResult]
+    traffic: list[tuple[str, bytes]]
+    exit_status: int | None
+
+
+@pytest.fixture(scope="module")
+def suite_run() -> SuiteRun:
+    cases = suite.all_cases()
+    expected = in_process_results(cases)
+    traffic: list[tuple[str, bytes]] = []
+    driver = StdioDriver(SERVE, trace=lambda direction, line: traffic.append((direction, line)))
+    process = driver._proc
+    try:
+        results = run_cases(cases, driver)
+        # Control traffic the suite does not produce: a batch and an adapter failure.
+        programs = [case.program[0].program for case in cases if case.kind == "vector"][:20]
+        assert all(isinstance(o, Ok) for o in driver.hash_batch(programs))
+        assert isinstance(driver.call(ops.CacheLen("no-such-cache")), Broken)
+    finally:
+        driver.close()
+    status = process.proc.returncode if process is not None else None
+    return SuiteRun(expected, results, traffic, status)
+
+
+@pytest.mark.covers(
+    "PROTO-1", "PROTO-4", "PROTO-5", "PROTO-6", "PROTO-7", "PROTO-10", "PROTO-14",
+    "PROTO-15", "PROTO-16", "PROTO-17", "PROTO-18", "PROTO-19", "PROTO-21",
+)  # fmt: skip
+def test_whole_suite_over_stdio_gives_the_in_process_verdicts(suite_run: SuiteRun) -> None:
+    assert len(suite_run.over_stdio) == len(suite_run.in_process) == len(suite.all_cases())
+    different = [
+        (a.case.id, a.verdict, b.verdict, b.report())
+        for a, b in zip(suite_run.in_process, suite_run.over_stdio, strict=True)
+        if a.verdict != b.verdict
+    ]
+    assert not different, different[:3]
+
+
+@pytest.mark.covers("PROTO-24")
+def test_the_reference_server_exits_zero_after_shutdown(suite_run: SuiteRun) -> None:
+    assert suite_run.exit_status == 0
+    sent = [json.loads(line) for direction, line in suite_run.traffic if direction == "send"]
+    assert sent[-1]["op"] == "shutdown"
+
+
+def _validator(name: str) -> jsonschema.Draft202012Validator:
+    schema = json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _result_validator(op: str) -> jsonschema.Draft202012Validator:
+    root = json.loads((SCHEMA_DIR / "response.schema.json").read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(
+        {"$defs": root["$defs"], "$ref": f"#/$defs/results/{op}"}
+    )
+
+
+@pytest.mark.covers("PROTO-8", "PROTO-10", "PROTO-17", "PROTO-18", "PROTO-19", "PROTO-21")
+def test_every_line_of_the_traffic_validates_against_the_schemas(suite_run: SuiteRun) -> None:
+    requests, responses = _validator("request"), _validator("response")
+    results: dict[str, jsonschema.Draft202012Validator] = {}
+    pending: dict[int, str] = {}
+    forms: set[str] = set()
+    ops_seen: set[str] = set()
+    for direction, line in suite_run.traffic:
+        message = json.loads(line)
+        if direction == "send":
+            errors = [e.message for e in requests.iter_errors(message)]
+            assert not errors, (line[:300], errors[:3])
+            pending[message["seq"]] = message["op"]
+            ops_seen.add(message["op"])
+            continue
+        errors = [e.message for e in responses.iter_errors(message)]
+        assert not errors, (line[:300], errors[:3])
+        op = pending.pop(message["seq"])
+        (form,) = set(message) - {"seq"}
+        forms.add(form)
+        if form == "ok":
+            check = results.setdefault(op, _result_validator(op))
+            errors = [e.message for e in check.iter_errors(message["ok"])]
+            assert not errors, (op, line[:300], errors[:3])
+    assert not pending, f"requests without a response: {sorted(pending)[:5]}"
+    assert forms == {"ok", "error", "failure"}
+    used = {op.name for case in suite.all_cases() for op in case.program}
+    assert used | {"hello", "reset", "hash_batch", "shutdown"} <= ops_seen
+
+
+@pytest.mark.covers("PROTO-20")
+def test_hash_batch_answers_what_hash_answers() -> None:
+    vectors = [case for case in suite.all_cases() if case.kind == "vector"][:60]
+    programs = [case.program[0].program for case in vectors]
+    with StdioDriver(SERVE) as driver:
+        batch = driver.hash_batch(programs)
+        single = [driver.call(case.program[0]) for case in vectors]
+    assert batch == single
+    assert all(isinstance(outcome, Ok) and outcome.value for outcome in batch)
+
+
+@pytest.mark.covers("PROTO-7")
+@pytest.mark.parametrize("transport", ["poll", "threads"])
+def test_a_program_larger_than_both_pipe_buffers_does_not_deadlock(transport: str) -> None:
+    # ~2 MB of requests and ~3 MB of responses, all written before any is read.
+    program = [
+        ops.Hash((MixOp("str", f"request {i}"), *[MixOp("finish")] * 60)) for i in range(2500)
+    ]
+    start = time.monotonic()
+    with StdioDriver(SERVE, transport=transport) as driver:  # type: ignore[arg-type]
+        outcomes = driver.run(program)
+    assert time.monotonic() - start < BOUND
+    reference = InProcessDriver(load_adapter(DEFAULT_ADAPTER)).run(program)
+    assert outcomes == reference
+
+
+@pytest.mark.covers("PROTO-23")
+def test_a_python_adapter_served_with_adapter_option_keeps_its_classes() -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FIXTURES), *sys.path])}
+    cases = [c for c in suite.all_cases() if c.area in ("vectors/encoding", "alloc")]
+    with StdioDriver([*SERVE, "--adapter", "hash_only_adapter:HashOnly"], env=env) as driver:
+        assert driver.info.name == "hash-only"
+        assert driver.info.classes == frozenset({"hash"})
+        results = run_cases(cases, driver)
+        unsupported = driver.call(ops.CacheLen("c"))
+    verdicts = {r.verdict for r in results}
+    assert verdicts == {"passed", "not_applicable"}
+    assert all(r.verdict == "passed" for r in results if r.case.cls == "hash")
+    assert isinstance(unsupported, Broken)
+    assert "unsupported" in unsupported.reason and "identity" in unsupported.reason
+
+
+@pytest.mark.covers("PROTO-1", "PROTO-2")
+def test_the_server_keeps_stdout_for_the_protocol_when_an_adapter_prints() -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FIXTURES), *sys.path])}
+    cases = [c for c in suite.all_cases() if c.area == "vectors/encoding"]
+    with StdioDriver([*SERVE, "--adapter", "noisy_adapter:Noisy"], env=env) as driver:
+        results = run_cases(cases, driver)
+        tail = driver.stderr_tail()
+    assert {r.verdict for r in results} == {"passed"}
+    assert "debug: a write to file descriptor 1" in tail
+    assert any(line.startswith("debug: hashing") for line in tail)
+
+
+# Misbehaving adapters -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def block_cases() -> tuple[Case, ...]:
+    """Signature and verify scenarios: several contain ``stamp``, several do not."""
+    return tuple(c for c in suite.all_cases() if c.area in ("signature", "verify"))
+
+
+def first_with(cases: Sequence[Case], op_name: str) -> int:
+    return next(i for i, c in enumerate(cases) if any(op.name == op_name for op in c.program))
+
+
+@dataclass(frozen=True)
+class FaultRun:
+    results: list[CaseResult]
+    driver: StdioDriver
+    seconds: float
+
+
+def run_fault(cases: Sequence[Case], argv: list[str], **driver_options: object) -> FaultRun:
+    start = time.monotonic()
+    driver = StdioDriver(argv, start_timeout=30.0, **driver_options)  # type: ignore[arg-type]
+    try:
+        results = run_cases(cases, driver)
+    finally:
+        driver.close()
+    return FaultRun(results, driver, time.monotonic() - start)
+
+
+def assert_one_failed_case(run: FaultRun, index: int, *fragments: str) -> str:
+    """Every case passed but the one at ``index``, whose report holds every fragment."""
+    for result in run.results[:index]:
+        assert result.verdict == "passed", result.report()
+    failed = run.results[index]
+    assert failed.verdict == "failed"
+    report = failed.report()
+    for fragment in fragments:
+        assert fragment in report, report
+    for result in run.results[index + 1 :]:
+        assert result.verdict == "passed", result.report()
+    assert run.seconds < BOUND
+    return report
+
+
+@pytest.mark.covers("PROTO-26", "PROTO-27")
+@pytest.mark.parametrize("transport", ["poll", "threads"])
+def test_a_crash_fails_the_case_in_flight_and_the_adapter_is_restarted(
+    block_cases: tuple[Case, ...], tmp_path: Path, transport: str
+) -> None:
+    index = first_with(block_cases, "stamp")
+    argv = misbehaving("crash", "--op", "stamp", "--once", str(tmp_path / "m"))
+    run = run_fault(block_cases, argv, transport=transport)
+    report = assert_one_failed_case(
+        run,
+        index,
+        "the adapter exited (exit status 3)",
+        "(stamp)",
+        "will be restarted",
+        "fixture[crash]: crashing on purpose",  # its stderr, quoted
+    )
+    assert "adapter failure" in report
+    assert run.driver.restarts == 1
+
+
+@pytest.mark.covers("PROTO-27")
+def test_outcomes_received_before_a_fault_are_kept(
+    block_cases: tuple[Case, ...], tmp_path: Path
+) -> None:
+    case = block_cases[first_with(block_cases, "stamp")]
+    at = next(i for i, op in enumerate(case.program) if op.name == "stamp")
+    argv = misbehaving("crash", "--op", "stamp", "--once", str(tmp_path / "m"))
+    with StdioDriver(argv, start_timeout=30.0) as driver:
+        outcomes = driver.run(case.program)
+        again = driver.run(case.program)
+    assert all(isinstance(o, Ok | Refused) for o in outcomes[:at])
+    assert all(isinstance(o, Broken) for o in outcomes[at:])
+    assert "exited" in outcomes[at].reason  # type: ignore[union-attr]
+    assert not any(isinstance(o, Broken) for o in again)
+
+
+@pytest.mark.covers("PROTO-25", "PROTO-27")
+@pytest.mark.parametrize("transport", ["poll", "threads"])
+def test_a_hang_times_out_and_the_run_goes_on(
+    block_cases: tuple[Case, ...], tmp_path: Path, transport: str
+) -> None:
+    index = first_with(block_cases, "stamp")
+    argv = misbehaving("hang", "--op", "stamp", "--once", str(tmp_path / "m"))
+    run = run_fault(block_cases, argv, timeout=1.0, transport=transport)
+    assert_one_failed_case(
+        run,
+        index,
+        "did not answer within 1 s",
+        "(stamp)",
+        "fixture[hang]: misbehaving on request",
+    )
+
+
+@pytest.mark.covers("PROTO-26", "PROTO-27")
+def test_a_line_that_is_not_json_fails_the_case_and_is_quoted(
+    block_cases: tuple[Case, ...], tmp_path: Path
+) -> None:
+    index = first_with(block_cases, "stamp")
+    argv = misbehaving("garbage", "--op", "stamp", "--once", str(tmp_path / "m"))
+    run = run_fault(block_cases, argv)
+    assert_one_failed_case(run, index, "a line that is not JSON", "this is not JSON at all")
+    assert run.driver.restarts == 1
+
+
+@pytest.mark.covers("PROTO-6", "PROTO-26", "PROTO-27")
+@pytest.mark.parametrize(("mode", "fragment"), [("wrong-seq", "seq 10"), ("swap", "seq")])
+def test_a_response_out_of_order_fails_the_case(
+    block_cases: tuple[Case, ...], tmp_path: Path, mode: str, fragment: str
+) -> None:
+    index = first_with(block_cases, "stamp")
+    argv = misbehaving(mode, "--op", "stamp", "--once", str(tmp_path / "m"))
+    run = run_fault(block_cases, argv)
+    assert_one_failed_case(run, index, "answered with " + fragment, "in request order")
+    assert run.driver.restarts == 1
+
+
+@pytest.mark.covers("PROTO-2")
+def test_flooding_stderr_neither_blocks_the_adapter_nor_grows_memory(
+    block_cases: tuple[Case, ...],
+) -> None:
+    size = 256 * 1024  # per request: tens of MB over the run
+    start = time.monotonic()
+    with StdioDriver(misbehaving("flood", "--size", str(size)), start_timeout=30.0) as driver:
+        results = run_cases(block_cases, driver)
+        tail = driver.stderr_tail()
+        kept = len(driver._proc.stderr._lines) if driver._proc else 0  # type: ignore[union-attr]
+        total = driver._proc.stderr.total_bytes if driver._proc else 0  # type: ignore[union-attr]
+    assert {r.verdict for r in results} == {"passed"}
+    assert total > 10 * 1024 * 1024
+    assert len(tail) == 20 and all(line == "x" * 99 for line in tail[:-1])
+    assert kept <= 80
+    assert time.monotonic() - start < BOUND
+
+
+@pytest.mark.covers("PROTO-3")
+@pytest.mark.parametrize("transport", ["poll", "threads"])
+def test_a_line_of_several_megabytes_within_the_limit_is_accepted(
+    block_cases: tuple[Case, ...], tmp_path: Path, transport: str
+) -> None:
+    argv = misbehaving(
+        "big-line", "--op", "stamp", "--size", str(6 * 1024 * 1024), "--once", str(tmp_path / "m")
+    )
+    run = run_fault(block_cases, argv, transport=transport)
+    assert {r.verdict for r in run.results} == {"passed"}
+    assert (tmp_path / "m").exists()  # the big line was really sent
+    assert run.driver.restarts == 0
+    assert run.seconds < BOUND
+
+
+@pytest.mark.covers("PROTO-3", "PROTO-26", "PROTO-27")
+@pytest.mark.parametrize("transport", ["poll", "threads"])
+def test_a_line_over_the_limit_is_refused_without_reading_it_whole(
+    block_cases: tuple[Case, ...], tmp_path: Path, transport: str
+) -> None:
+    index = first_with(block_cases, "stamp")
+    argv = misbehaving(
+        "big-line", "--op", "stamp", "--size", str(4 * 1024 * 1024), "--once", str(tmp_path / "m")
+    )
+    run = run_fault(block_cases, argv, max_line_bytes=1024 * 1024, transport=transport)
+    assert_one_failed_case(run, index, "longer than the limit of 1048576 bytes", "(stamp)")
+
+
+@pytest.mark.covers("PROTO-9", "PROTO-28")
+@pytest.mark.parametrize(
+    ("mode", "fragment"),
+    [
+        ("null-seq", "fixture could not decode this request"),
+        ("bad-body", "malformed response to stamp"),
+    ],
+)
+def test_a_bad_answer_in_step_fails_one_operation_without_a_restart(
+    block_cases: tuple[Case, ...], tmp_path: Path, mode: str, fragment: str
+) -> None:
+    index = first_with(block_cases, "stamp")
+    argv = misbehaving(mode, "--op", "stamp", "--once", str(tmp_path / "m"))
+    run = run_fault(block_cases, argv)
+    report = assert_one_failed_case(run, index, fragment)
+    assert "restarted" not in report
+    assert run.driver.restarts == 0
+
+
+@pytest.mark.covers("PROTO-13")
+@pytest.mark.parametrize(
+    ("argv", "fragments"),
+    [
+        (
+            misbehaving("hello-exit"),
+            ["did not complete the handshake", "exit status 2", "refusing to start"],
+        ),
+        (misbehaving("hello-refuse"), ["refused the handshake", "speaks 99"]),
+        ([sys.executable, "-c", "pass"], ["did not complete the handshake", "exit status 0"]),
+        (["/nonexistent/kvconform-adapter"], ["cannot start the adapter", "No such file"]),
+        ([sys.executable, "-c", "print('hello there')"], ["not JSON", "hello there"]),
+    ],
+)
+def test_an_adapter_that_cannot_start_raises_adapter_start_error(
+    argv: list[str], fragments: list[str]
+) -> None:
+    start = time.monotonic()
+    with pytest.raises(AdapterStartError) as caught:
+        StdioDriver(argv, start_timeout=30.0)
+    for fragment in fragments:
+        assert fragment in str(caught.value)
+    assert time.monotonic() - start < BOUND
+
+
+@pytest.mark.covers("PROTO-13", "PROTO-25")
+def test_a_handshake_that_never_comes_times_out() -> None:
+    start = time.monotonic()
+    with pytest.raises(AdapterStartError, match=r"did not answer within 1 s.*\(hello\)"):
+        StdioDriver(misbehaving("hello-hang"), start_timeout=1.0)
+    assert time.monotonic() - start < BOUND
+
+
+@pytest.mark.covers("PROTO-11")
+def test_the_reference_server_refuses_another_protocol_version() -> None:
+    process = subprocess.run(
+        SERVE,
+        input=b'{"seq":0,"op":"hello","protocol":2,"suite":"1.0.0"}\n',
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    response = json.loads(process.stdout)
+    assert response["seq"] == 0
+    assert "protocol 1" in response["failure"] and "2" in response["failure"]
+
+
+@pytest.mark.covers("PROTO-29")
+def test_an_adapter_that_keeps_dying_is_given_up_without_hanging(
+    block_cases: tuple[Case, ...], tmp_path: Path
+) -> None:
+    index = first_with(block_cases, "stamp")
+    argv = misbehaving("restart-dies", "--op", "stamp", "--once", str(tmp_path / "m"))
+    run = run_fault(block_cases, argv)
+    assert all(r.verdict == "passed" for r in run.results[:index])
+    after = run.results[index:]
+    assert all(r.verdict == "failed" for r in after)
+    reports = [r.report() for r in after]
+    assert "exited (exit status 3)" in reports[0]
+    assert all("could not be restarted" in text for text in reports[1:4])
+    assert "refusing to start" in reports[1]  # the failed restart quotes its stderr
+    assert all("not started again after 3 failed restarts" in text for text in reports[4:])
+    assert len(reports) > 5
+    assert max(r.seconds for r in run.results[index + 4 :]) < 0.1
+    assert run.seconds < BOUND
+
+
+@pytest.mark.covers("PROTO-24")
+def test_closing_the_driver_stops_the_adapter(tmp_path: Path) -> None:
+    driver = StdioDriver(SERVE)
+    process = driver._proc
+    assert process is not None
+    driver.close()
+    assert process.proc.returncode == 0
+    assert driver.run([ops.CacheLen("c")]) == [Broken("the driver is closed")]
+
+
+@pytest.mark.covers("PROTO-24")
+def test_the_reference_server_exits_at_end_of_input() -> None:
+    process = subprocess.run(
+        SERVE,
+        input=b'{"seq":0,"op":"hello","protocol":1,"suite":"1.0.0"}\n',
+        capture_output=True,
+        timeout=60,
+    )
+    assert process.returncode == 0
+    assert json.loads(process.stdout)["ok"]["name"] == "kvconform-reference"
+
+
+# The pytest plugin ------------------------------------------------------------------------
+
+
+def run_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def scenario_file(area: str) -> str:
+    return str(sorted((suite.scenarios_dir() / area).glob("*.yaml"))[0])
+
+
+def test_plugin_runs_cases_through_an_adapter_process(tmp_path: Path) -> None:
+    command = f"{sys.executable} -m kvconform.serve"
+    done = run_pytest(tmp_path, scenario_file("signature"), "--kv-adapter-cmd", command)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert " passed" in done.stdout
+
+
+@pytest.mark.covers("PROTO-13")
+def test_plugin_reports_an_adapter_that_cannot_start_once(tmp_path: Path) -> None:
+    command = f"{sys.executable} {MISBEHAVING} hello-exit"
+    done = run_pytest(
+        tmp_path, scenario_file("signature"), "--kv-adapter-cmd", command, "--kv-timeout", "5"
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, output
+    assert output.count("the adapter could not start") == 1, output
+    assert "refusing to start" in output
+    assert "Traceback" not in output
+
+
+def test_plugin_refuses_both_adapter_options(tmp_path: Path) -> None:
+    done = run_pytest(
+        tmp_path,
+        scenario_file("signature"),
+        "--kv-adapter",
+        DEFAULT_ADAPTER,
+        "--kv-adapter-cmd",
+        "anything",
+    )
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR
+    assert "mutually exclusive" in done.stderr
