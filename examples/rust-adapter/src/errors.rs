@@ -1,0 +1,485 @@
+//! The closed set of typed refusals (spec/errors.md, ERR-1 .. ERR-7).
+//!
+//! The typed error is the answer; its message is rendered from it (ERR-7) and
+//! is worded independently of the reference's. Every message names its field
+//! and contains every scalar value (ERR-6).
+
+use crate::json::Json;
+
+/// The canonical field identifiers of ERR-3.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    FormatVersion,
+    Model,
+    NLayers,
+    NKvHeads,
+    HeadDim,
+    Dtype,
+    Tokens,
+    LayerShape,
+    KLength,
+    VLength,
+    SeqLen,
+    TokenCount,
+    MaxSeqLen,
+}
+
+impl Field {
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::FormatVersion => "format_version",
+            Field::Model => "model",
+            Field::NLayers => "n_layers",
+            Field::NKvHeads => "n_kv_heads",
+            Field::HeadDim => "head_dim",
+            Field::Dtype => "dtype",
+            Field::Tokens => "tokens",
+            Field::LayerShape => "layer_shape",
+            Field::KLength => "k_length",
+            Field::VLength => "v_length",
+            Field::SeqLen => "seq_len",
+            Field::TokenCount => "token_count",
+            Field::MaxSeqLen => "max_seq_len",
+        }
+    }
+}
+
+/// A value an error carries (ERR-4).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Val {
+    /// A count, length, index or version.
+    Int(u128),
+    /// A `model` or `dtype`.
+    Text(String),
+    /// A layer's `[n_kv_heads, head_dim]`.
+    Shape(u128, u128),
+}
+
+impl Val {
+    fn to_json(&self) -> Json {
+        match self {
+            Val::Int(n) => int(*n),
+            Val::Text(s) => Json::Str(s.clone()),
+            Val::Shape(h, d) => Json::Arr(vec![int(*h), int(*d)]),
+        }
+    }
+
+    /// How a message shows the value: integers in decimal, strings verbatim.
+    fn show(&self) -> String {
+        match self {
+            Val::Int(n) => n.to_string(),
+            Val::Text(s) => format!("\"{s}\""),
+            Val::Shape(h, d) => format!("{h} kv heads of width {d}"),
+        }
+    }
+}
+
+fn int(n: u128) -> Json {
+    Json::Int(i128::try_from(n).unwrap_or(i128::MAX))
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KvError {
+    Unmarked,
+    UnsupportedFormat {
+        found: u64,
+        readable: Vec<u64>,
+    },
+    EmptyPayload,
+    DegenerateLayer {
+        n_kv_heads: u64,
+        head_dim: u64,
+    },
+    RaggedPayload {
+        layer: u64,
+        field: Field,
+        expected: Val,
+        found: Val,
+    },
+    PayloadMismatch {
+        field: Field,
+        recorded: Val,
+        actual: Val,
+    },
+    Incompatible {
+        field: Field,
+        expected: Val,
+        found: Val,
+    },
+    CapacityExceeded {
+        capacity: u64,
+        requested: u128,
+    },
+    LayerOutOfRange {
+        layer: u64,
+        n_layers: u64,
+    },
+    LayerShapeMismatch {
+        layer: u64,
+        field: Field,
+        expected: u64,
+        found: u64,
+    },
+}
+
+impl KvError {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            KvError::Unmarked => "unmarked",
+            KvError::UnsupportedFormat { .. } => "unsupported_format",
+            KvError::EmptyPayload => "empty_payload",
+            KvError::DegenerateLayer { .. } => "degenerate_layer",
+            KvError::RaggedPayload { .. } => "ragged_payload",
+            KvError::PayloadMismatch { .. } => "payload_mismatch",
+            KvError::Incompatible { .. } => "incompatible",
+            KvError::CapacityExceeded { .. } => "capacity_exceeded",
+            KvError::LayerOutOfRange { .. } => "layer_out_of_range",
+            KvError::LayerShapeMismatch { .. } => "layer_shape_mismatch",
+        }
+    }
+
+    /// The field, per the table of ERR-2.
+    pub fn field(&self) -> Option<Field> {
+        match self {
+            KvError::Unmarked | KvError::EmptyPayload | KvError::DegenerateLayer { .. } => None,
+            KvError::LayerOutOfRange { .. } => None,
+            KvError::UnsupportedFormat { .. } => Some(Field::FormatVersion),
+            KvError::CapacityExceeded { .. } => Some(Field::MaxSeqLen),
+            KvError::RaggedPayload { field, .. }
+            | KvError::PayloadMismatch { field, .. }
+            | KvError::Incompatible { field, .. }
+            | KvError::LayerShapeMismatch { field, .. } => Some(*field),
+        }
+    }
+
+    /// The layer, per the table of ERR-2.
+    pub fn layer(&self) -> Option<u64> {
+        match self {
+            KvError::DegenerateLayer { .. } => Some(0),
+            KvError::RaggedPayload { layer, .. }
+            | KvError::LayerOutOfRange { layer, .. }
+            | KvError::LayerShapeMismatch { layer, .. } => Some(*layer),
+            _ => None,
+        }
+    }
+
+    /// The values, per the table of ERR-2, in the forms of ERR-4.
+    pub fn values(&self) -> Vec<(&'static str, Json)> {
+        match self {
+            KvError::Unmarked | KvError::EmptyPayload => vec![],
+            KvError::UnsupportedFormat { found, readable } => {
+                let mut sorted = readable.clone();
+                sorted.sort_unstable();
+                sorted.dedup();
+                vec![
+                    ("found", Json::from(*found)),
+                    (
+                        "readable",
+                        Json::Arr(sorted.into_iter().map(Json::from).collect()),
+                    ),
+                ]
+            }
+            KvError::DegenerateLayer {
+                n_kv_heads,
+                head_dim,
+            } => {
+                vec![
+                    ("n_kv_heads", Json::from(*n_kv_heads)),
+                    ("head_dim", Json::from(*head_dim)),
+                ]
+            }
+            KvError::RaggedPayload {
+                expected, found, ..
+            }
+            | KvError::Incompatible {
+                expected, found, ..
+            } => {
+                vec![("expected", expected.to_json()), ("found", found.to_json())]
+            }
+            KvError::PayloadMismatch {
+                recorded, actual, ..
+            } => {
+                vec![
+                    ("recorded", recorded.to_json()),
+                    ("actual", actual.to_json()),
+                ]
+            }
+            KvError::CapacityExceeded {
+                capacity,
+                requested,
+            } => {
+                vec![
+                    ("capacity", Json::from(*capacity)),
+                    ("requested", int(*requested)),
+                ]
+            }
+            KvError::LayerOutOfRange { n_layers, .. } => vec![("n_layers", Json::from(*n_layers))],
+            KvError::LayerShapeMismatch {
+                expected, found, ..
+            } => {
+                vec![
+                    ("expected", Json::from(*expected)),
+                    ("found", Json::from(*found)),
+                ]
+            }
+        }
+    }
+
+    /// A message for people, derived from the typed parts only (ERR-6, ERR-7).
+    pub fn message(&self) -> String {
+        match self {
+            KvError::Unmarked => {
+                "refusing an unmarked block: it carries no stamp, so its layout would be a guess"
+                    .to_string()
+            }
+            KvError::UnsupportedFormat { found, readable } => {
+                let mut sorted = readable.clone();
+                sorted.sort_unstable();
+                let list: Vec<String> = sorted.iter().map(u64::to_string).collect();
+                format!(
+                    "the block's format_version {found} is not one this reader reads \
+                     (it reads versions {{{}}})",
+                    list.join(", ")
+                )
+            }
+            KvError::EmptyPayload => {
+                "the payload holds no layers, so there is no shape to measure".to_string()
+            }
+            KvError::DegenerateLayer {
+                n_kv_heads,
+                head_dim,
+            } => format!(
+                "layer 0 has zero width per token (n_kv_heads {n_kv_heads} times head_dim \
+                 {head_dim}); token count cannot be measured"
+            ),
+            KvError::RaggedPayload {
+                layer,
+                field,
+                expected,
+                found,
+            } => {
+                let (e, f) = (expected.show(), found.show());
+                let detail = match field {
+                    Field::KLength => {
+                        format!("k length {f} is not a whole number of tokens of width {e}")
+                    }
+                    Field::VLength => format!("v length {f} differs from the k length {e}"),
+                    Field::SeqLen => {
+                        format!("seq_len claims {f} positions but the buffers hold {e}")
+                    }
+                    Field::LayerShape => {
+                        format!("layer shape is {f} where layer 0 has {e}")
+                    }
+                    Field::TokenCount => {
+                        format!("token count is {f} where layer 0 holds {e}")
+                    }
+                    other => format!("{} is {f}, expected {e}", other.name()),
+                };
+                format!(
+                    "incoherent payload at layer {layer} ({}): {detail}",
+                    field.name()
+                )
+            }
+            KvError::PayloadMismatch {
+                field,
+                recorded,
+                actual,
+            } => format!(
+                "the stamp misdescribes its payload: {} recorded as {} but measured as {}",
+                field.name(),
+                recorded.show(),
+                actual.show()
+            ),
+            KvError::Incompatible {
+                field,
+                expected,
+                found,
+            } => format!(
+                "block does not fit this reader: its {} is {}, the reader needs {}",
+                field.name(),
+                found.show(),
+                expected.show()
+            ),
+            KvError::CapacityExceeded {
+                capacity,
+                requested,
+            } => format!(
+                "append refused: it would bring the cache to {requested} positions, \
+                 beyond its max_seq_len capacity of {capacity}"
+            ),
+            KvError::LayerOutOfRange { layer, n_layers } => format!(
+                "cannot replace layer {layer}: the cache has only {n_layers} layers (n_layers)"
+            ),
+            KvError::LayerShapeMismatch {
+                layer,
+                field,
+                expected,
+                found,
+            } => format!(
+                "replacement for layer {layer} has {} {found}, but the cache's is {expected}",
+                field.name()
+            ),
+        }
+    }
+
+    /// The protocol form: `{"kind", "field", "layer", "values", "message"}`.
+    pub fn to_json(&self) -> Json {
+        Json::obj([
+            ("kind", Json::from(self.kind())),
+            (
+                "field",
+                self.field().map_or(Json::Null, |f| Json::from(f.name())),
+            ),
+            ("layer", self.layer().map_or(Json::Null, Json::from)),
+            ("values", Json::obj(self.values())),
+            ("message", Json::from(self.message())),
+        ])
+    }
+}
+
+impl std::fmt::Display for KvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The check the suite applies (ERR-6): field named in some spelling, every
+    /// scalar value (and every number of a list) present as written.
+    fn omissions(e: &KvError) -> Vec<String> {
+        let msg = e.message();
+        let squeeze = |s: &str| -> String {
+            s.to_lowercase()
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric())
+                .collect()
+        };
+        let mut missing = vec![];
+        if let Some(f) = e.field() {
+            if !squeeze(&msg).contains(&squeeze(f.name())) {
+                missing.push(f.name().to_string());
+            }
+        }
+        for (name, value) in e.values() {
+            let parts = match value {
+                Json::Arr(items) => items,
+                other => vec![other],
+            };
+            for p in parts {
+                let text = match p {
+                    Json::Str(s) => s,
+                    other => other.to_line(),
+                };
+                if !msg.contains(&text) {
+                    missing.push(format!("{name}={text}"));
+                }
+            }
+        }
+        missing
+    }
+
+    #[test]
+    fn every_message_names_its_field_and_values() {
+        let all = vec![
+            KvError::Unmarked,
+            KvError::UnsupportedFormat {
+                found: 99,
+                readable: vec![1],
+            },
+            KvError::UnsupportedFormat {
+                found: 0,
+                readable: vec![3, 1, 2],
+            },
+            KvError::EmptyPayload,
+            KvError::DegenerateLayer {
+                n_kv_heads: 2,
+                head_dim: 0,
+            },
+            KvError::RaggedPayload {
+                layer: 2,
+                field: Field::LayerShape,
+                expected: Val::Shape(2, 8),
+                found: Val::Shape(0, 8),
+            },
+            KvError::RaggedPayload {
+                layer: 0,
+                field: Field::KLength,
+                expected: Val::Int(16),
+                found: Val::Int(60),
+            },
+            KvError::RaggedPayload {
+                layer: 1,
+                field: Field::SeqLen,
+                expected: Val::Int(4),
+                found: Val::Int(7),
+            },
+            KvError::RaggedPayload {
+                layer: 1,
+                field: Field::VLength,
+                expected: Val::Int(64),
+                found: Val::Int(8),
+            },
+            KvError::RaggedPayload {
+                layer: 1,
+                field: Field::TokenCount,
+                expected: Val::Int(4),
+                found: Val::Int(3),
+            },
+            KvError::PayloadMismatch {
+                field: Field::Dtype,
+                recorded: Val::Text("f16".into()),
+                actual: Val::Text("f32".into()),
+            },
+            KvError::Incompatible {
+                field: Field::Model,
+                expected: Val::Text("Model-B \"x\"".into()),
+                found: Val::Text("model-a".into()),
+            },
+            KvError::Incompatible {
+                field: Field::HeadDim,
+                expected: Val::Int(128),
+                found: Val::Int(64),
+            },
+            KvError::CapacityExceeded {
+                capacity: 8,
+                requested: 9,
+            },
+            KvError::LayerOutOfRange {
+                layer: 5,
+                n_layers: 2,
+            },
+            KvError::LayerShapeMismatch {
+                layer: 1,
+                field: Field::MaxSeqLen,
+                expected: 16,
+                found: 32,
+            },
+        ];
+        for e in &all {
+            assert!(
+                omissions(e).is_empty(),
+                "{:?}: {} misses {:?}",
+                e,
+                e.message(),
+                omissions(e)
+            );
+            let wire = e.to_json();
+            assert_eq!(wire.get("kind").and_then(Json::as_str), Some(e.kind()));
+        }
+    }
+
+    #[test]
+    fn readable_is_a_sorted_list() {
+        let e = KvError::UnsupportedFormat {
+            found: 7,
+            readable: vec![3, 1, 2],
+        };
+        assert_eq!(
+            e.to_json().get("values").unwrap().get("readable"),
+            Some(&Json::Arr(vec![Json::Int(1), Json::Int(2), Json::Int(3)]))
+        );
+    }
+}

@@ -1,0 +1,850 @@
+//! The adapter side of the JSON-lines stdio protocol (spec/protocol.md).
+//!
+//! One request in, one response out, in order. Handles are names chosen by
+//! the harness; this side keeps the objects they name in one map, so a name
+//! refers to exactly one live object whatever its kind.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::errors::KvError;
+use crate::hasher::KeyHasher;
+use crate::json::Json;
+use crate::kv_cache::{Geometry, KvCache};
+use crate::plan::{KeyParts, Model, ModelSpec, Param, Session};
+use crate::signature::{self, Signature, StoredLayer, PROFILE};
+use crate::verify;
+
+pub const PROTOCOL: i128 = 1;
+pub const NAME: &str = "kvconform-rust-adapter";
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub const CLASSES: [&str; 5] = ["hash", "identity", "plan", "signature", "verify"];
+
+/// The most payload elements (all `k` and `v` buffers) one request may ask
+/// this adapter to allocate: a guard against exhausting memory.
+const MAX_PAYLOAD_ELEMENTS: u128 = 1 << 28;
+
+/// What a request produced.
+#[derive(Debug)]
+pub enum Reply {
+    Ok(Json),
+    Error(KvError),
+    // No `unsupported` form: every class is declared, so PROTO-23 never applies.
+    Failure(String),
+}
+
+impl From<KvError> for Reply {
+    fn from(e: KvError) -> Reply {
+        Reply::Error(e)
+    }
+}
+
+/// The response line for `reply` to the request numbered `seq`.
+pub fn envelope(seq: Json, reply: Reply) -> Json {
+    let (key, body) = match reply {
+        Reply::Ok(v) => ("ok", v),
+        Reply::Error(e) => ("error", e.to_json()),
+        Reply::Failure(m) => ("failure", Json::Str(m)),
+    };
+    Json::obj([("seq", seq), (key, body)])
+}
+
+enum Object {
+    Model(Model),
+    Cache(KvCache),
+    Session(Session),
+}
+
+impl Object {
+    fn kind(&self) -> &'static str {
+        match self {
+            Object::Model(_) => "a model",
+            Object::Cache(_) => "a cache",
+            Object::Session(_) => "a session",
+        }
+    }
+}
+
+/// A request's outcome before it becomes a reply: `Err` is an adapter failure.
+type Outcome = Result<Reply, String>;
+
+/// Whether the caller should stop reading after this response.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next {
+    Continue,
+    Exit,
+}
+
+#[derive(Default)]
+pub struct Adapter {
+    objects: HashMap<String, Object>,
+}
+
+impl Adapter {
+    pub fn new() -> Adapter {
+        Adapter::default()
+    }
+
+    /// Answer one decoded request (without its envelope).
+    pub fn handle(&mut self, req: &Json) -> (Reply, Next) {
+        let op = match req.get("op") {
+            Some(Json::Str(op)) => op.as_str(),
+            Some(other) => {
+                return (
+                    Reply::Failure(format!("op: expected a string, got {}", other.type_name())),
+                    Next::Continue,
+                )
+            }
+            None => return (Reply::Failure("op: missing".into()), Next::Continue),
+        };
+        let next = if op == "shutdown" {
+            Next::Exit
+        } else {
+            Next::Continue
+        };
+        let reply = match self.dispatch(op, req) {
+            Ok(reply) => reply,
+            Err(message) => Reply::Failure(message),
+        };
+        (reply, next)
+    }
+
+    fn dispatch(&mut self, op: &str, r: &Json) -> Outcome {
+        match op {
+            "hello" => hello(r),
+            "reset" => {
+                self.objects.clear();
+                ok_null()
+            }
+            "shutdown" => ok_null(),
+            "hash" => Ok(Reply::Ok(run_program(
+                field(r, "hash", "program")?,
+                "hash.program",
+            )?)),
+            "hash_batch" => {
+                let programs = array(field(r, "hash_batch", "programs")?, "hash_batch.programs")?;
+                let mut out = Vec::with_capacity(programs.len());
+                for (i, p) in programs.iter().enumerate() {
+                    out.push(run_program(p, &format!("hash_batch.programs[{i}]"))?);
+                }
+                Ok(Reply::Ok(Json::Arr(out)))
+            }
+            "model_new" => {
+                let spec = model_spec(field(r, op, "spec")?, "model_new.spec")?;
+                self.bind(text(r, op, "handle")?, Object::Model(Model::new(spec)));
+                ok_null()
+            }
+            "model_reload" => {
+                let fresh = self.model(text(r, op, "model")?)?.reload();
+                self.bind(text(r, op, "handle")?, Object::Model(fresh));
+                ok_null()
+            }
+            "model_set_hook" => {
+                let hook = text(r, op, "hook")?.to_string();
+                let present = boolean(field(r, op, "present")?, "model_set_hook.present")?;
+                self.model_mut(text(r, op, "model")?)?
+                    .set_hook(&hook, present)?;
+                ok_null()
+            }
+            "model_instance_id" => Ok(Reply::Ok(dec(self
+                .model(text(r, op, "model")?)?
+                .instance_id()))),
+            "cache_new" => {
+                let g = geometry(field(r, op, "geometry")?, "cache_new.geometry")?;
+                let cache = KvCache::new(g)?;
+                self.bind(text(r, op, "handle")?, Object::Cache(cache));
+                ok_null()
+            }
+            "cache_append" => {
+                let tokens = count(field(r, op, "tokens")?, "cache_append.tokens")?;
+                let cache = self.cache_mut(text(r, op, "cache")?)?;
+                let fill = (cache.len() % 1000) as f32 + 1.0;
+                Ok(match cache.append(tokens, fill) {
+                    Ok(()) => Reply::Ok(Json::Null),
+                    Err(e) => e.into(),
+                })
+            }
+            "cache_truncate" => {
+                let length = count(field(r, op, "length")?, "cache_truncate.length")?;
+                self.cache_mut(text(r, op, "cache")?)?.truncate(length);
+                ok_null()
+            }
+            "cache_clear" => {
+                self.cache_mut(text(r, op, "cache")?)?.clear();
+                ok_null()
+            }
+            "cache_replace_layer" => {
+                let layer = count(field(r, op, "layer")?, "cache_replace_layer.layer")?;
+                let shape =
+                    ["n_kv_heads", "head_dim", "max_seq_len"].map(|name| match r.get(name) {
+                        None | Some(Json::Null) => Ok(None),
+                        Some(v) => count(v, &format!("cache_replace_layer.{name}")).map(Some),
+                    });
+                let [h, d, m] = shape;
+                let (h, d, m) = (h?, d?, m?);
+                let cache = self.cache_mut(text(r, op, "cache")?)?;
+                let own = cache.geometry().clone();
+                let result = cache.replace_layer(
+                    layer,
+                    h.unwrap_or(own.n_kv_heads),
+                    d.unwrap_or(own.head_dim),
+                    m.unwrap_or(own.max_seq_len),
+                );
+                Ok(match result {
+                    Ok(()) => Reply::Ok(Json::Null),
+                    Err(e) => e.into(),
+                })
+            }
+            "cache_alloc_id" => Ok(Reply::Ok(dec(self
+                .cache(text(r, op, "cache")?)?
+                .alloc_id()))),
+            "cache_len" => Ok(Reply::Ok(Json::from(
+                self.cache(text(r, op, "cache")?)?.len(),
+            ))),
+            "plan_key" => {
+                let id = field(r, op, "identity")?;
+                let w = "plan_key.identity";
+                let spec = model_spec(field(id, w, "model")?, &format!("{w}.model"))?;
+                let g = geometry(field(id, w, "geometry")?, &format!("{w}.geometry"))?;
+                let key = KeyParts {
+                    family: &spec.family,
+                    params: &spec.params,
+                    hooks: &spec.hooks,
+                    instance: decimal(field(id, w, "instance")?, &format!("{w}.instance"))?,
+                    alloc: decimal(field(id, w, "alloc")?, &format!("{w}.alloc"))?,
+                    geometry: &g,
+                    step_tokens: count(field(id, w, "step_tokens")?, &format!("{w}.step_tokens"))?,
+                }
+                .key();
+                Ok(Reply::Ok(dec(key)))
+            }
+            "session_new" => {
+                let step_tokens = match r.get("step_tokens") {
+                    None => 1,
+                    Some(v) => count(v, "session_new.step_tokens")?,
+                };
+                if step_tokens == 0 {
+                    return Err("session_new.step_tokens: a step has at least one token".into());
+                }
+                let model = self.model(text(r, op, "model")?)?;
+                let cache = self.cache(text(r, op, "cache")?)?;
+                let session = Session::build(model, cache, step_tokens);
+                self.bind(text(r, op, "handle")?, Object::Session(session));
+                ok_null()
+            }
+            "session_valid" => {
+                let step = field(r, op, "step")?;
+                let tokens = step_token_count(step, "session_valid.step")?;
+                let session = self.session(text(r, op, "session")?)?;
+                let model = self.model(text(r, op, "model")?)?;
+                let cache = self.cache(text(r, op, "cache")?)?;
+                Ok(Reply::Ok(Json::Bool(
+                    session.valid_for(model, cache, tokens),
+                )))
+            }
+            "drop" => {
+                let name = text(r, op, "handle")?;
+                match self.objects.remove(name) {
+                    Some(_) => ok_null(),
+                    None => Err(format!("drop: no live handle named {name:?}")),
+                }
+            }
+            "measure" | "stamp" => {
+                let model = text(r, op, "model")?;
+                let layers = payload(field(r, op, "payload")?, &format!("{op}.payload"))?;
+                let measured = if op == "measure" {
+                    signature::measure(model, &layers)
+                } else {
+                    signature::stamp(model, &layers)
+                };
+                Ok(signature_reply(measured))
+            }
+            "verify" => {
+                let recorded = match field(r, op, "recorded")? {
+                    Json::Null => None,
+                    raw => Some(signature_from(raw, "verify.recorded")?),
+                };
+                let layers = payload(field(r, op, "payload")?, "verify.payload")?;
+                let expected = signature_from(field(r, op, "expected")?, "verify.expected")?;
+                Ok(signature_reply(verify::verify(
+                    PROFILE,
+                    recorded.as_ref(),
+                    &layers,
+                    &expected,
+                )))
+            }
+            // Every class is declared, so `unsupported` (PROTO-23) never applies:
+            // an operation nobody defined is an undecodable request (PROTO-9).
+            other => Err(format!("unknown operation {other:?}")),
+        }
+    }
+
+    fn bind(&mut self, name: &str, object: Object) {
+        if let Some(old) = self.objects.insert(name.to_string(), object) {
+            eprintln!(
+                "{NAME}: handle {name:?} rebound while still naming {}",
+                old.kind()
+            );
+        }
+    }
+
+    fn get(&self, name: &str) -> Result<&Object, String> {
+        self.objects
+            .get(name)
+            .ok_or_else(|| format!("no live handle named {name:?}"))
+    }
+
+    fn get_mut(&mut self, name: &str) -> Result<&mut Object, String> {
+        self.objects
+            .get_mut(name)
+            .ok_or_else(|| format!("no live handle named {name:?}"))
+    }
+
+    fn model(&self, name: &str) -> Result<&Model, String> {
+        match self.get(name)? {
+            Object::Model(m) => Ok(m),
+            other => Err(format!(
+                "handle {name:?} names {}, not a model",
+                other.kind()
+            )),
+        }
+    }
+
+    fn model_mut(&mut self, name: &str) -> Result<&mut Model, String> {
+        match self.get_mut(name)? {
+            Object::Model(m) => Ok(m),
+            other => Err(format!(
+                "handle {name:?} names {}, not a model",
+                other.kind()
+            )),
+        }
+    }
+
+    fn cache(&self, name: &str) -> Result<&KvCache, String> {
+        match self.get(name)? {
+            Object::Cache(c) => Ok(c),
+            other => Err(format!(
+                "handle {name:?} names {}, not a cache",
+                other.kind()
+            )),
+        }
+    }
+
+    fn cache_mut(&mut self, name: &str) -> Result<&mut KvCache, String> {
+        match self.get_mut(name)? {
+            Object::Cache(c) => Ok(c),
+            other => Err(format!(
+                "handle {name:?} names {}, not a cache",
+                other.kind()
+            )),
+        }
+    }
+
+    fn session(&self, name: &str) -> Result<&Session, String> {
+        match self.get(name)? {
+            Object::Session(s) => Ok(s),
+            other => Err(format!(
+                "handle {name:?} names {}, not a session",
+                other.kind()
+            )),
+        }
+    }
+}
+
+fn ok_null() -> Outcome {
+    Ok(Reply::Ok(Json::Null))
+}
+
+fn hello(r: &Json) -> Outcome {
+    // PROTO-11: a version not spoken (or none named) is answered `failure`,
+    // naming the one this adapter speaks.
+    match r.get("protocol") {
+        Some(Json::Int(PROTOCOL)) => {}
+        other => {
+            return Err(format!(
+                "hello.protocol: {} is not supported; this adapter speaks protocol {PROTOCOL}",
+                other.map_or("a missing version".to_string(), Json::to_line)
+            ))
+        }
+    }
+    if let Some(suite) = r.get("suite").and_then(Json::as_str) {
+        eprintln!("{NAME} {VERSION}: hello from suite {suite}");
+    }
+    Ok(Reply::Ok(Json::obj([
+        ("name", Json::from(NAME)),
+        ("version", Json::from(VERSION)),
+        ("language", Json::from("rust")),
+        ("protocol", Json::Int(PROTOCOL)),
+        (
+            "classes",
+            Json::Arr(CLASSES.iter().map(|&c| Json::from(c)).collect()),
+        ),
+        (
+            "format",
+            Json::obj([
+                ("writes", Json::from(PROFILE.writes)),
+                (
+                    "reads",
+                    Json::Arr(PROFILE.reads.iter().map(|&v| Json::from(v)).collect()),
+                ),
+            ]),
+        ),
+    ])))
+}
+
+fn signature_reply(result: Result<Signature, KvError>) -> Reply {
+    match result {
+        Ok(sig) => Reply::Ok(signature_to(&sig)),
+        Err(e) => e.into(),
+    }
+}
+
+// Hash programs ---------------------------------------------------------------
+
+/// Run a mix program from a fresh hasher: one decimal string per `finish`.
+fn run_program(raw: &Json, at: &str) -> Result<Json, String> {
+    let ops = array(raw, at)?;
+    let mut h = KeyHasher::new();
+    let mut finishes = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        let w = format!("{at}[{i}]");
+        let kind = match op.get("op") {
+            Some(Json::Str(k)) => k.as_str(),
+            _ => return Err(format!("{w}.op: expected a mix op name")),
+        };
+        match kind {
+            "bytes" => {
+                let bytes = hex_bytes(field(op, &w, "hex")?, &format!("{w}.hex"))?;
+                let repeat = match op.get("repeat") {
+                    None => 1,
+                    Some(v) => count(v, &format!("{w}.repeat"))?,
+                };
+                if repeat == 0 {
+                    return Err(format!("{w}.repeat: expected a positive integer"));
+                }
+                for _ in 0..repeat {
+                    h.fold(&bytes);
+                }
+            }
+            "str" => {
+                h.str(text(op, &w, "value")?);
+            }
+            "u64" => {
+                h.u64(decimal(field(op, &w, "value")?, &format!("{w}.value"))?);
+            }
+            "instance" => {
+                h.instance(decimal(field(op, &w, "value")?, &format!("{w}.value"))?);
+            }
+            "f64" => {
+                h.f64_bits(bits(field(op, &w, "bits")?, &format!("{w}.bits"))?);
+            }
+            "present" => {
+                h.present(boolean(field(op, &w, "value")?, &format!("{w}.value"))?);
+            }
+            "finish" => finishes.push(dec(h.finish())),
+            other => return Err(format!("{w}.op: unknown mix op {other:?}")),
+        }
+    }
+    Ok(Json::Arr(finishes))
+}
+
+fn hex_bytes(raw: &Json, at: &str) -> Result<Vec<u8>, String> {
+    let s = raw
+        .as_str()
+        .ok_or_else(|| format!("{at}: expected a hex string"))?;
+    if s.len() % 2 != 0 {
+        return Err(format!("{at}: odd number of hex digits"));
+    }
+    s.as_bytes()
+        .chunks(2)
+        .map(|pair| {
+            let hi = (pair[0] as char).to_digit(16);
+            let lo = (pair[1] as char).to_digit(16);
+            match (hi, lo) {
+                (Some(hi), Some(lo)) => Ok((hi * 16 + lo) as u8),
+                _ => Err(format!("{at}: not a hex string")),
+            }
+        })
+        .collect()
+}
+
+// Field decoding ----------------------------------------------------------------
+
+fn field<'a>(obj: &'a Json, at: &str, name: &str) -> Result<&'a Json, String> {
+    match obj {
+        Json::Obj(_) => obj.get(name).ok_or_else(|| format!("{at}.{name}: missing")),
+        other => Err(format!(
+            "{at}: expected an object, got {}",
+            other.type_name()
+        )),
+    }
+}
+
+fn text<'a>(obj: &'a Json, at: &str, name: &str) -> Result<&'a str, String> {
+    match field(obj, at, name)? {
+        Json::Str(s) => Ok(s),
+        other => Err(format!(
+            "{at}.{name}: expected a string, got {}",
+            other.type_name()
+        )),
+    }
+}
+
+fn array<'a>(raw: &'a Json, at: &str) -> Result<&'a [Json], String> {
+    raw.as_array()
+        .ok_or_else(|| format!("{at}: expected an array, got {}", raw.type_name()))
+}
+
+fn object<'a>(raw: &'a Json, at: &str) -> Result<&'a [(String, Json)], String> {
+    raw.as_object()
+        .ok_or_else(|| format!("{at}: expected an object, got {}", raw.type_name()))
+}
+
+fn boolean(raw: &Json, at: &str) -> Result<bool, String> {
+    raw.as_bool()
+        .ok_or_else(|| format!("{at}: expected true or false, got {}", raw.type_name()))
+}
+
+/// A small count: a non-negative JSON integer that fits in a u64.
+fn count(raw: &Json, at: &str) -> Result<u64, String> {
+    match raw {
+        Json::Int(i) => u64::try_from(*i)
+            .map_err(|_| format!("{at}: expected a non-negative integer below 2^64, got {i}")),
+        other => Err(format!(
+            "{at}: expected a non-negative integer, got {}",
+            other.type_name()
+        )),
+    }
+}
+
+/// A 64-bit integer on the wire: a decimal string, refused (never reduced)
+/// outside 0 .. 2^64-1 (HASH-12).
+fn decimal(raw: &Json, at: &str) -> Result<u64, String> {
+    let s = raw
+        .as_str()
+        .ok_or_else(|| format!("{at}: expected a decimal string, got {}", raw.type_name()))?;
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("{at}: expected a decimal string, got {s:?}"));
+    }
+    s.parse::<u64>()
+        .map_err(|_| format!("{at}: {s} does not fit in 64 bits"))
+}
+
+/// A binary64 bit pattern: `"0x"` and 16 hex digits.
+fn bits(raw: &Json, at: &str) -> Result<u64, String> {
+    let s = raw
+        .as_str()
+        .ok_or_else(|| format!("{at}: expected \"0x\" and 16 hex digits"))?;
+    match s.strip_prefix("0x") {
+        Some(hex) if hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Ok(u64::from_str_radix(hex, 16).expect("checked digits"))
+        }
+        _ => Err(format!(
+            "{at}: expected \"0x\" and 16 hex digits, got {s:?}"
+        )),
+    }
+}
+
+fn dec(v: u64) -> Json {
+    Json::Str(v.to_string())
+}
+
+fn model_spec(raw: &Json, at: &str) -> Result<ModelSpec, String> {
+    object(raw, at)?;
+    let family = text(raw, at, "family")?.to_string();
+    let mut params = BTreeMap::new();
+    if let Some(p) = raw.get("params") {
+        for (name, value) in object(p, &format!("{at}.params"))? {
+            let w = format!("{at}.params.{name}");
+            let tagged = object(value, &w)?;
+            let param = match tagged {
+                [(tag, v)] if tag == "u64" => Param::U64(decimal(v, &format!("{w}.u64"))?),
+                [(tag, v)] if tag == "f64" => Param::F64Bits(bits(v, &format!("{w}.f64"))?),
+                [(tag, Json::Str(s))] if tag == "str" => Param::Str(s.clone()),
+                _ => {
+                    return Err(format!(
+                        "{w}: expected {{\"u64\"|\"f64\"|\"str\": value}}, got {}",
+                        value.to_line()
+                    ))
+                }
+            };
+            params.insert(name.clone(), param);
+        }
+    }
+    let mut hooks = BTreeMap::new();
+    if let Some(h) = raw.get("hooks") {
+        for (name, value) in object(h, &format!("{at}.hooks"))? {
+            hooks.insert(name.clone(), boolean(value, &format!("{at}.hooks.{name}"))?);
+        }
+    }
+    Ok(ModelSpec {
+        family,
+        params,
+        hooks,
+    })
+}
+
+fn geometry(raw: &Json, at: &str) -> Result<Geometry, String> {
+    let n = |name: &str| count(field(raw, at, name)?, &format!("{at}.{name}"));
+    Ok(Geometry {
+        n_layers: n("n_layers")?,
+        n_kv_heads: n("n_kv_heads")?,
+        head_dim: n("head_dim")?,
+        max_seq_len: n("max_seq_len")?,
+        dtype: match raw.get("dtype") {
+            None => "f32".to_string(),
+            Some(Json::Str(s)) => s.clone(),
+            Some(other) => {
+                return Err(format!(
+                    "{at}.dtype: expected a string, got {}",
+                    other.type_name()
+                ))
+            }
+        },
+    })
+}
+
+/// The number of tokens in a step, the only structural part of it (PLAN-6).
+/// The rest is read only to reject a malformed request; none of it is kept.
+fn step_token_count(step: &Json, at: &str) -> Result<u64, String> {
+    object(step, at)?;
+    let tokens = match step.get("token_ids") {
+        None => 0,
+        Some(ids) => array(ids, &format!("{at}.token_ids"))?.len() as u64,
+    };
+    if let Some(mask) = step.get("mask") {
+        array(mask, &format!("{at}.mask"))?;
+    }
+    if let Some(rope) = step.get("rope") {
+        object(rope, &format!("{at}.rope"))?;
+    }
+    Ok(tokens)
+}
+
+/// Build real f32 buffers of the described lengths (the payload's evidence).
+fn payload(raw: &Json, at: &str) -> Result<Vec<StoredLayer>, String> {
+    let items = array(raw, at)?;
+    let mut descs = Vec::with_capacity(items.len());
+    let mut total: u128 = 0;
+    for (i, item) in items.iter().enumerate() {
+        let w = format!("{at}[{i}]");
+        object(item, &w)?;
+        let n = |name: &str| count(field(item, &w, name)?, &format!("{w}.{name}"));
+        let d = (
+            n("n_kv_heads")?,
+            n("head_dim")?,
+            n("seq_len")?,
+            n("k_len")?,
+            n("v_len")?,
+        );
+        total += d.3 as u128 + d.4 as u128;
+        descs.push(d);
+    }
+    if total > MAX_PAYLOAD_ELEMENTS {
+        return Err(format!(
+            "{at}: {total} elements is more than this adapter allocates ({MAX_PAYLOAD_ELEMENTS})"
+        ));
+    }
+    Ok(descs
+        .into_iter()
+        .enumerate()
+        .map(
+            |(index, (n_kv_heads, head_dim, seq_len, k_len, v_len))| StoredLayer {
+                n_kv_heads,
+                head_dim,
+                seq_len,
+                k: (0..k_len)
+                    .map(|j| (j % 4093) as f32 * 0.25 + index as f32)
+                    .collect(),
+                v: (0..v_len)
+                    .map(|j| (j % 4093) as f32 * -0.25 - index as f32)
+                    .collect(),
+            },
+        )
+        .collect())
+}
+
+fn signature_from(raw: &Json, at: &str) -> Result<Signature, String> {
+    object(raw, at)?;
+    let n = |name: &str| count(field(raw, at, name)?, &format!("{at}.{name}"));
+    Ok(Signature {
+        format_version: n("format_version")?,
+        model: text(raw, at, "model")?.to_string(),
+        n_layers: n("n_layers")?,
+        n_kv_heads: n("n_kv_heads")?,
+        head_dim: n("head_dim")?,
+        dtype: text(raw, at, "dtype")?.to_string(),
+        tokens: n("tokens")?,
+    })
+}
+
+fn signature_to(sig: &Signature) -> Json {
+    Json::obj([
+        ("format_version", Json::from(sig.format_version)),
+        ("model", Json::from(sig.model.as_str())),
+        ("n_layers", Json::from(sig.n_layers)),
+        ("n_kv_heads", Json::from(sig.n_kv_heads)),
+        ("head_dim", Json::from(sig.head_dim)),
+        ("dtype", Json::from(sig.dtype.as_str())),
+        ("tokens", Json::from(sig.tokens)),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::parse;
+
+    fn ask(a: &mut Adapter, line: &str) -> Json {
+        let req = parse(line).unwrap();
+        let (reply, _) = a.handle(&req);
+        envelope(req.get("seq").cloned().unwrap_or(Json::Null), reply)
+    }
+
+    #[test]
+    fn hello_declares_everything() {
+        let mut a = Adapter::new();
+        let r = ask(
+            &mut a,
+            r#"{"seq": 0, "op": "hello", "protocol": 1, "suite": "1.0.0"}"#,
+        );
+        let ok = r.get("ok").unwrap();
+        assert_eq!(ok.get("name").and_then(Json::as_str), Some(NAME));
+        assert_eq!(ok.get("language").and_then(Json::as_str), Some("rust"));
+        assert_eq!(
+            ok.get("classes").and_then(Json::as_array).map(|c| c.len()),
+            Some(5)
+        );
+        assert_eq!(ok.get("format").unwrap().get("writes"), Some(&Json::Int(1)));
+        for bad in [
+            r#"{"seq": 0, "op": "hello", "protocol": 2}"#,
+            r#"{"seq": 0, "op": "hello"}"#,
+        ] {
+            let r = ask(&mut a, bad);
+            assert!(r
+                .get("failure")
+                .and_then(Json::as_str)
+                .unwrap()
+                .contains("protocol 1"));
+        }
+    }
+
+    #[test]
+    fn a_plan_scenario_by_hand() {
+        let mut a = Adapter::new();
+        for line in [
+            r#"{"seq": 1, "op": "model_new", "handle": "m", "spec": {"family": "llama", "params": {"n": {"u64": "2"}, "eps": {"f64": "0x3ee4f8b588e368f1"}, "mask": {"str": "causal"}}, "hooks": {"lora": false}}}"#,
+            r#"{"seq": 2, "op": "cache_new", "handle": "c", "geometry": {"n_layers": 2, "n_kv_heads": 2, "head_dim": 4, "max_seq_len": 16, "dtype": "f32"}}"#,
+            r#"{"seq": 3, "op": "session_new", "handle": "p", "model": "m", "cache": "c", "step_tokens": 1}"#,
+            r#"{"seq": 4, "op": "cache_append", "cache": "c", "tokens": 6}"#,
+        ] {
+            assert_eq!(ask(&mut a, line).get("ok"), Some(&Json::Null), "{line}");
+        }
+        let check = r#"{"seq": 5, "op": "session_valid", "session": "p", "model": "m", "cache": "c", "step": {"token_ids": [9], "write_offset": 6, "rope": {"theta": 500000.0, "scaling": 8.0}, "mask": [1, 0]}}"#;
+        assert_eq!(ask(&mut a, check).get("ok"), Some(&Json::Bool(true)));
+        let r = ask(
+            &mut a,
+            r#"{"seq": 6, "op": "model_set_hook", "model": "m", "hook": "lora", "present": true}"#,
+        );
+        assert_eq!(r.get("ok"), Some(&Json::Null));
+        // A hook the configuration does not declare: a usage error, nothing changes.
+        let r = ask(
+            &mut a,
+            r#"{"seq": 6, "op": "model_set_hook", "model": "m", "hook": "sampler", "present": false}"#,
+        );
+        assert!(r.get("failure").is_some());
+        assert_eq!(ask(&mut a, check).get("ok"), Some(&Json::Bool(false)));
+        let r = ask(
+            &mut a,
+            r#"{"seq": 7, "op": "cache_append", "cache": "c", "tokens": 11}"#,
+        );
+        let err = r.get("error").unwrap();
+        assert_eq!(
+            err.get("kind").and_then(Json::as_str),
+            Some("capacity_exceeded")
+        );
+        assert_eq!(
+            err.get("values").unwrap().get("requested"),
+            Some(&Json::Int(17))
+        );
+        ask(&mut a, r#"{"seq": 8, "op": "drop", "handle": "m"}"#);
+        assert!(ask(&mut a, check).get("failure").is_some());
+        ask(&mut a, r#"{"seq": 9, "op": "reset"}"#);
+        assert!(
+            ask(&mut a, r#"{"seq": 10, "op": "cache_len", "cache": "c"}"#)
+                .get("failure")
+                .is_some()
+        );
+        assert!(ask(&mut a, r#"{"seq": 11, "op": "teleport"}"#)
+            .get("failure")
+            .is_some());
+    }
+
+    #[test]
+    fn hash_requests() {
+        let mut a = Adapter::new();
+        let r = ask(
+            &mut a,
+            r#"{"seq": 1, "op": "hash", "program": [{"op": "bytes", "hex": "61"}, {"op": "finish"}, {"op": "bytes", "hex": "", "repeat": 3}, {"op": "finish"}]}"#,
+        );
+        assert_eq!(
+            r.get("ok"),
+            Some(&Json::Arr(vec![
+                dec(0xaf63dc4c8601ec8c),
+                dec(0xaf63dc4c8601ec8c)
+            ]))
+        );
+        let r = ask(
+            &mut a,
+            r#"{"seq": 2, "op": "hash", "program": [{"op": "u64", "value": "18446744073709551616"}, {"op": "finish"}]}"#,
+        );
+        assert!(r.get("failure").is_some());
+        let r = ask(
+            &mut a,
+            r#"{"seq": 3, "op": "hash_batch", "programs": [[{"op": "finish"}], [{"op": "str", "value": "ab"}, {"op": "str", "value": "c"}, {"op": "finish"}]]}"#,
+        );
+        assert_eq!(
+            r.get("ok"),
+            Some(&Json::Arr(vec![
+                Json::Arr(vec![dec(0xcbf29ce484222325)]),
+                Json::Arr(vec![dec(0x5091916f8ceeb7b0)]),
+            ]))
+        );
+    }
+
+    /// Every published and generated vector, read with this crate's own JSON
+    /// reader, when the vectors folder of the checkout is reachable.
+    #[test]
+    fn known_answer_vectors() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../vectors");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            eprintln!("vectors folder not found at {}; skipped", dir.display());
+            return;
+        };
+        let mut checked = 0;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                continue;
+            }
+            let doc = parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            for v in doc.get("vectors").and_then(Json::as_array).unwrap() {
+                let id = v.get("id").and_then(Json::as_str).unwrap();
+                let got = run_program(v.get("ops").unwrap(), id).unwrap();
+                let want: Vec<Json> = v
+                    .get("expect")
+                    .and_then(Json::as_array)
+                    .unwrap()
+                    .iter()
+                    .map(|x| {
+                        let hex = x.as_str().unwrap().strip_prefix("0x").unwrap();
+                        dec(u64::from_str_radix(hex, 16).unwrap())
+                    })
+                    .collect();
+                assert_eq!(got, Json::Arr(want), "vector {id}");
+                checked += 1;
+            }
+        }
+        assert!(checked > 0);
+        eprintln!("{checked} known-answer vectors checked");
+    }
+}
