@@ -153,7 +153,7 @@ def message_omissions(fault: Fault) -> list[str]:
 
 
 def _mentions(message: str, value: object) -> bool:
-    """Whether ``value`` appears in ``message``; a number only as a whole number (4 is not in 64)."""
+    """Whether ``value`` is in ``message``; a number only as a whole number (4 is not in 64)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return re.search(rf"(?<![0-9]){value}(?![0-9])", message) is not None
     return str(value) in message

@@ -52,47 +52,111 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kvconform", description="kvconform conformance suite")
-    parser.add_argument("--version", action="version",
-                        version=f"kvconform {kvconform.__version__} (suite {kvconform.SUITE_VERSION})")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"kvconform {kvconform.__version__} (suite {kvconform.SUITE_VERSION})",
+    )
     commands = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
     commands.required = True
 
-    run = commands.add_parser("run", help="run the suite against an implementation",
-                              description="Run the suite against an implementation.")
+    run = commands.add_parser(
+        "run",
+        help="run the suite against an implementation",
+        description="Run the suite against an implementation.",
+    )
     who = run.add_mutually_exclusive_group()
-    who.add_argument("--adapter", metavar="MODULE:FACTORY",
-                     help=f"a Python adapter (default: the reference, {DEFAULT_ADAPTER})")
-    who.add_argument("--adapter-cmd", metavar="COMMAND",
-                     help="an adapter process speaking the stdio protocol (spec/protocol.md); "
-                          "split like a shell would, run without a shell")
-    run.add_argument("--timeout", type=_positive_float, default=10.0, metavar="SECONDS",
-                     help="per-request timeout for --adapter-cmd (default 10)")
+    who.add_argument(
+        "--adapter",
+        metavar="MODULE:FACTORY",
+        help=f"a Python adapter (default: the reference, {DEFAULT_ADAPTER})",
+    )
+    who.add_argument(
+        "--adapter-cmd",
+        metavar="COMMAND",
+        help="an adapter process speaking the stdio protocol (spec/protocol.md); "
+        "split like a shell would, run without a shell",
+    )
+    run.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="per-request timeout for --adapter-cmd (default 10)",
+    )
     _add_selection(run)
     out = run.add_argument_group("reports")
     out.add_argument("--json", type=Path, metavar="FILE", help="JSON report (kvconform-report/1)")
     out.add_argument("--junit", type=Path, metavar="FILE", help="JUnit XML")
-    out.add_argument("--markdown", type=Path, metavar="FILE",
-                     help="Markdown summary (e.g. $GITHUB_STEP_SUMMARY)")
+    out.add_argument(
+        "--markdown", type=Path, metavar="FILE", help="Markdown summary (e.g. $GITHUB_STEP_SUMMARY)"
+    )
     out.add_argument("--html", type=Path, metavar="FILE", help="self-contained HTML report")
-    out.add_argument("--report-dir", type=Path, metavar="DIR",
-                     help="write report.json, report.xml, summary.md and report.html into DIR")
+    out.add_argument(
+        "--report-dir",
+        type=Path,
+        metavar="DIR",
+        help="write report.json, report.xml, summary.md and report.html into DIR",
+    )
     gate = run.add_argument_group("gating")
-    gate.add_argument("--expectations", type=Path, metavar="FILE",
-                      help="known failures; fail on anything else and on listed cases that pass")
-    gate.add_argument("--write-expectations", type=Path, metavar="FILE",
-                      help="write the current failures as a starting expectations file")
-    run.add_argument("--allow-modified", action="store_true",
-                     help="run even if suite files differ from the shipped manifest")
-    run.add_argument("--max-failures-shown", type=int, default=10, metavar="N",
-                     help="failures printed in full at the end (default 10)")
+    gate.add_argument(
+        "--expectations",
+        type=Path,
+        metavar="FILE",
+        help="known failures; fail on anything else and on listed cases that pass",
+    )
+    gate.add_argument(
+        "--write-expectations",
+        type=Path,
+        metavar="FILE",
+        help="write the current failures as a starting expectations file",
+    )
+    generated = run.add_argument_group("generated checks (need Hypothesis: the 'test' extra)")
+    generated.add_argument(
+        "--generated",
+        type=_positive_int,
+        metavar="N",
+        help="also run the generated differential checks, N random programs "
+        "per property, against the reference (cases generated.*)",
+    )
+    generated.add_argument(
+        "--seed",
+        type=int,
+        metavar="S",
+        help="seed of the generated checks (default: a random one, printed)",
+    )
+    generated.add_argument(
+        "--export-counterexamples",
+        type=Path,
+        metavar="DIR",
+        help="write each shrunk counterexample as a scenario file into DIR",
+    )
+    run.add_argument(
+        "--allow-modified",
+        action="store_true",
+        help="run even if suite files differ from the shipped manifest",
+    )
+    run.add_argument(
+        "--max-failures-shown",
+        type=int,
+        default=10,
+        metavar="N",
+        help="failures printed in full at the end (default 10)",
+    )
     run.add_argument("--quiet", action="store_true", help="no progress display")
 
-    listing = commands.add_parser("list", help="list the cases a selection picks",
-                                  description="List the cases a selection picks.")
+    listing = commands.add_parser(
+        "list",
+        help="list the cases a selection picks",
+        description="List the cases a selection picks.",
+    )
     _add_selection(listing)
 
-    compare = commands.add_parser("compare", help="one HTML matrix from several JSON reports",
-                                  description="Render several JSON reports as one HTML matrix.")
+    compare = commands.add_parser(
+        "compare",
+        help="one HTML matrix from several JSON reports",
+        description="Render several JSON reports as one HTML matrix.",
+    )
     compare.add_argument("reports", nargs="+", type=Path, metavar="REPORT.json")
     compare.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.html")
     return parser
@@ -100,14 +164,36 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_selection(parser: argparse.ArgumentParser) -> None:
     sel = parser.add_argument_group("selection (repeatable; a case must match every kind given)")
-    sel.add_argument("--area", action="append", default=[], metavar="AREA",
-                     help="e.g. alloc, verify, vectors (a prefix of the case's area)")
-    sel.add_argument("--class", dest="classes", action="append", default=[], metavar="CLASS",
-                     help="hash, identity, plan, signature or verify")
-    sel.add_argument("--requirement", action="append", default=[], metavar="ID",
-                     help="a requirement id (PLAN-6) or group (PLAN)")
-    sel.add_argument("--id", dest="ids", action="append", default=[], metavar="PATTERN",
-                     help="a case id or glob pattern (plan.over-keying.*)")
+    sel.add_argument(
+        "--area",
+        action="append",
+        default=[],
+        metavar="AREA",
+        help="e.g. alloc, verify, vectors (a prefix of the case's area)",
+    )
+    sel.add_argument(
+        "--class",
+        dest="classes",
+        action="append",
+        default=[],
+        metavar="CLASS",
+        help="hash, identity, plan, signature or verify",
+    )
+    sel.add_argument(
+        "--requirement",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="a requirement id (PLAN-6) or group (PLAN)",
+    )
+    sel.add_argument(
+        "--id",
+        dest="ids",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="a case id or glob pattern (plan.over-keying.*)",
+    )
 
 
 def _positive_float(text: str) -> float:
@@ -117,6 +203,16 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if value <= 0:
         raise argparse.ArgumentTypeError("must be greater than 0")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
     return value
 
 
@@ -135,13 +231,20 @@ def select(cases: Sequence[Case], args: argparse.Namespace) -> list[Case]:
     def wanted(case: Case) -> bool:
         checks: list[Callable[[], bool]] = []
         if args.area:
-            checks.append(lambda: any(case.area == a or case.area.startswith(a.rstrip("/") + "/")
-                                      for a in args.area))
+            checks.append(
+                lambda: any(
+                    case.area == a or case.area.startswith(a.rstrip("/") + "/") for a in args.area
+                )
+            )
         if args.classes:
             checks.append(lambda: case.cls in args.classes)
         if args.requirement:
-            checks.append(lambda: any(r in args.requirement or r.rsplit("-", 1)[0]
-                                      in args.requirement for r in case.requires))
+            checks.append(
+                lambda: any(
+                    r in args.requirement or r.rsplit("-", 1)[0] in args.requirement
+                    for r in case.requires
+                )
+            )
         if args.ids:
             checks.append(lambda: any(fnmatch.fnmatchcase(case.id, p) for p in args.ids))
         return all(check() for check in checks)
@@ -168,9 +271,10 @@ def _driver(args: argparse.Namespace) -> Driver:
         return InProcessDriver(load_adapter(spec))
     except AdapterSpecError as exc:
         raise UsageError(str(exc)) from None
-    except Exception as exc:  # noqa: BLE001 -- whatever the factory raised
-        raise AdapterStartFailed(f"adapter {spec!r} failed to start: "
-                                 f"{type(exc).__name__}: {exc}") from None
+    except Exception as exc:
+        raise AdapterStartFailed(
+            f"adapter {spec!r} failed to start: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 class Progress:
@@ -199,8 +303,10 @@ class Progress:
 
     def _flush_area(self) -> None:
         c = self.area_counts
-        line = (f"{self.area:<28} {c['passed']:>4} passed {c['failed']:>3} failed "
-                f"{c['not_applicable']:>3} n/a")
+        line = (
+            f"{self.area:<28} {c['passed']:>4} passed {c['failed']:>3} failed "
+            f"{c['not_applicable']:>3} n/a"
+        )
         self.stream.write(("\r" if self.tty else "") + line + " " * 8 + "\n")
         self.stream.flush()
         self.area_counts = Counter()
@@ -213,26 +319,38 @@ class Progress:
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     integrity = manifest.check()
     if not integrity.intact and not args.allow_modified:
-        raise UsageError(f"the installed suite differs from its manifest ({integrity.problems()}); "
-                         "reinstall kvconform, or pass --allow-modified to run it anyway")
+        raise UsageError(
+            f"the installed suite differs from its manifest ({integrity.problems()}); "
+            "reinstall kvconform, or pass --allow-modified to run it anyway"
+        )
+    generated = _generated_options(args)
     try:
-        cases = select(suite.all_cases(), args)
+        pool = [*suite.all_cases(), *(generated.cases if generated else ())]
+        cases = select(pool, args)
     except SourceError as exc:
         raise UsageError(str(exc)) from None
     known = None
     if args.expectations:
         try:
-            known = expectations_mod.load(args.expectations, (c.id for c in suite.all_cases()))
+            known = expectations_mod.load(args.expectations, (c.id for c in pool))
         except SourceError as exc:
             raise UsageError(str(exc)) from None
     driver = _driver(args)
+    if generated is not None and not args.quiet:
+        err.write(
+            f"generated checks: {generated.examples} example(s) per property, "
+            f"seed {generated.seed}\n"
+        )
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     clock = time.perf_counter()
     progress = Progress(len(cases), err, args.quiet)
     results: list[CaseResult] = []
     try:
         for case in cases:
-            results.append(run_case(case, driver))
+            if case.kind == "generated" and generated is not None:
+                results.append(generated.run(case, driver, err))
+            else:
+                results.append(run_case(case, driver))
             progress(results[-1])
     finally:
         progress.finish()
@@ -240,10 +358,24 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     seconds = time.perf_counter() - clock
     gate = expectations_mod.gate(results, known) if known else None
     report = record.build(
-        results, driver.info, suite_digest=integrity.digest, started=started, seconds=seconds,
-        selection={k: v for k, v in (("area", args.area), ("class", args.classes),
-                                     ("requirement", args.requirement), ("id", args.ids)) if v},
-        gate=None if gate is None else {
+        results,
+        driver.info,
+        suite_digest=integrity.digest,
+        started=started,
+        seconds=seconds,
+        selection={
+            k: v
+            for k, v in (
+                ("area", args.area),
+                ("class", args.classes),
+                ("requirement", args.requirement),
+                ("id", args.ids),
+            )
+            if v
+        },
+        gate=None
+        if gate is None
+        else {
             "file": known.file if known else "",
             "unexpected_failures": list(gate.unexpected_failures),
             "stale": list(gate.stale),
@@ -251,6 +383,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             "unchecked": list(gate.unchecked),
         },
     )
+    if generated is not None:
+        report["selection"]["generated"] = {"examples": generated.examples, "seed": generated.seed}
     if not integrity.intact:
         report["suite"]["modified"] = integrity.problems()
     _write_reports(args, report)
@@ -258,21 +392,85 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         n = expectations_mod.write(args.write_expectations, results)
         err.write(f"wrote {n} known failure(s) to {args.write_expectations}\n")
     _print_summary(report, results, args, integrity, out)
+    if generated is not None:
+        out.write(
+            f"generated checks: {generated.examples} example(s) per property, seed "
+            f"{generated.seed} (reproduce with --generated {generated.examples} "
+            f"--seed {generated.seed})\n"
+        )
     if gate is not None:
         return EXIT_OK if gate.ok else EXIT_FAILED
     return EXIT_OK if report["summary"]["failed"] == 0 else EXIT_FAILED
+
+
+class _Generated:
+    """The generated checks of one run (kvconform.conformance.generated): N examples, a seed."""
+
+    def __init__(
+        self, examples: int, seed: int, export_dir: Path | None, label: str | None
+    ) -> None:
+        from .generated import engine
+
+        self.engine = engine
+        self.examples, self.seed, self.export_dir, self.label = examples, seed, export_dir, label
+        self.cases = engine.generated_cases()
+        self.reference = engine.reference_driver()
+
+    def run(self, case: Case, driver: Driver, err: TextIO) -> CaseResult:
+        prop = self.engine.PROPERTIES_BY_ID[case.id]
+        result = self.engine.run_property(
+            prop,
+            driver,
+            examples=self.examples,
+            seed=self.seed,
+            reference=self.reference,
+            export_dir=self.export_dir,
+            label=self.label,
+        )
+        if result.exported is not None:
+            err.write(f"wrote counterexample scenario {result.exported}\n")
+        return self.engine.case_result(result)
+
+
+def _generated_options(args: argparse.Namespace) -> _Generated | None:
+    if args.generated is None:
+        for flag, value in (
+            ("--seed", args.seed),
+            ("--export-counterexamples", args.export_counterexamples),
+        ):
+            if value is not None:
+                raise UsageError(f"{flag} needs --generated N")
+        return None
+    try:
+        import hypothesis  # noqa: F401
+    except ImportError:
+        raise UsageError("--generated needs Hypothesis: pip install 'kvconform[test]'") from None
+    from .generated.engine import new_seed
+
+    seed = new_seed() if args.seed is None else args.seed
+    return _Generated(
+        args.generated, seed, args.export_counterexamples, args.adapter_cmd or args.adapter
+    )
 
 
 def _write_reports(args: argparse.Namespace, report: dict[str, object]) -> None:
     targets = {"json": args.json, "junit": args.junit, "markdown": args.markdown, "html": args.html}
     if args.report_dir:
         args.report_dir.mkdir(parents=True, exist_ok=True)
-        defaults = {"json": "report.json", "junit": "report.xml", "markdown": "summary.md",
-                    "html": "report.html"}
+        defaults = {
+            "json": "report.json",
+            "junit": "report.xml",
+            "markdown": "summary.md",
+            "html": "report.html",
+        }
         for kind, name in defaults.items():
             targets[kind] = targets[kind] or args.report_dir / name
-    writers = {"json": record.write, "junit": junit.write, "markdown": markdown.write,
-               "html": html.write_run}
+    writers = {
+        "json": record.write,
+        "junit": junit.write,
+        "markdown": markdown.write,
+        "html": html.write_run,
+    }
     for kind, path in targets.items():
         if path is None:
             continue
@@ -282,19 +480,29 @@ def _write_reports(args: argparse.Namespace, report: dict[str, object]) -> None:
             raise UsageError(f"cannot write the {kind} report to {path}: {exc}") from None
 
 
-def _print_summary(report: dict, results: Sequence[CaseResult], args: argparse.Namespace,
-                   integrity: manifest.Integrity, out: TextIO) -> None:
+def _print_summary(
+    report: dict,
+    results: Sequence[CaseResult],
+    args: argparse.Namespace,
+    integrity: manifest.Integrity,
+    out: TextIO,
+) -> None:
     s, a = report["summary"], report["adapter"]
     failed = [r for r in results if r.verdict == "failed"]
     for r in failed[: args.max_failures_shown]:
         out.write("\n" + r.report() + "\n")
     if len(failed) > args.max_failures_shown:
-        out.write(f"\n... {len(failed) - args.max_failures_shown} more failure(s); "
-                  "see the reports\n")
-    out.write(f"\nkvconform {report['suite']['version']} (digest {integrity.digest[:16]}) "
-              f"against {a['name']} {a['version']} ({a['language']})\n")
-    out.write(f"classes declared: {', '.join(a['classes']) or 'none'}; "
-              f"format writes {a['format']['writes']}, reads {a['format']['reads']}\n\n")
+        out.write(
+            f"\n... {len(failed) - args.max_failures_shown} more failure(s); see the reports\n"
+        )
+    out.write(
+        f"\nkvconform {report['suite']['version']} (digest {integrity.digest[:16]}) "
+        f"against {a['name']} {a['version']} ({a['language']})\n"
+    )
+    out.write(
+        f"classes declared: {', '.join(a['classes']) or 'none'}; "
+        f"format writes {a['format']['writes']}, reads {a['format']['reads']}\n\n"
+    )
     out.write(f"{'class':<12} {'passed':>7} {'failed':>7} {'n/a':>5}\n")
     for cls, c in s["by_class"].items():
         out.write(f"{cls:<12} {c['passed']:>7} {c['failed']:>7} {c['not_applicable']:>5}\n")
@@ -308,16 +516,20 @@ def _print_summary(report: dict, results: Sequence[CaseResult], args: argparse.N
             out.write(f"  {n:>4}  {reason}\n")
     gate = report.get("gate")
     if gate:
-        out.write(f"\nexpectations {gate['file']}: {len(gate['expected_failures'])} expected "
-                  f"failure(s), {len(gate['unexpected_failures'])} unexpected, "
-                  f"{len(gate['stale'])} stale\n")
+        out.write(
+            f"\nexpectations {gate['file']}: {len(gate['expected_failures'])} expected "
+            f"failure(s), {len(gate['unexpected_failures'])} unexpected, "
+            f"{len(gate['stale'])} stale\n"
+        )
         for case_id in gate["unexpected_failures"]:
             out.write(f"  unexpected failure: {case_id}\n")
         for case_id in gate["stale"]:
             out.write(f"  listed as failing but passes (remove it): {case_id}\n")
     verdict = "CONFORMANT for the declared classes" if not s["failed"] else "NOT CONFORMANT"
-    out.write(f"\n{s['passed']} passed, {s['failed']} failed, {s['not_applicable']} not applicable "
-              f"of {s['total']} in {report['seconds']:.1f} s: {verdict}\n")
+    out.write(
+        f"\n{s['passed']} passed, {s['failed']} failed, {s['not_applicable']} not applicable "
+        f"of {s['total']} in {report['seconds']:.1f} s: {verdict}\n"
+    )
 
 
 def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
@@ -346,8 +558,9 @@ def cmd_compare(args: argparse.Namespace, err: TextIO) -> int:
     return EXIT_OK
 
 
-def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
-         err: TextIO | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     try:

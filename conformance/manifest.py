@@ -82,10 +82,15 @@ class Integrity:
 
     def problems(self) -> str:
         parts = []
-        for label, names in (("missing", self.missing), ("altered", self.altered),
-                             ("not in the manifest", self.added)):
+        for label, names in (
+            ("missing", self.missing),
+            ("altered", self.altered),
+            ("not in the manifest", self.added),
+        ):
             if names:
-                shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+                shown = ", ".join(names[:5]) + (
+                    f" and {len(names) - 5} more" if len(names) > 5 else ""
+                )
                 parts.append(f"{label}: {shown}")
         return "; ".join(parts)
 
@@ -120,8 +125,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check:
         current = manifest_path().read_text(encoding="utf-8") if manifest_path().exists() else ""
         if current != text:
-            print(f"{manifest_path()} is stale: run python -m kvconform.conformance.manifest",
-                  file=sys.stderr)
+            print(
+                f"{manifest_path()} is stale: run python -m kvconform.conformance.manifest",
+                file=sys.stderr,
+            )
             return 1
         return 0
     manifest_path().write_text(text, encoding="utf-8")

@@ -38,6 +38,7 @@ from .values import (
     LayerDesc,
     MixOp,
     ModelSpec,
+    Param,
     Payload,
     PlanIdentity,
     Signature,

@@ -147,6 +147,8 @@ class KvCache:
             or layer.v.dtype != current.v.dtype
             or layer.v.shape != layer.k.shape
         ):
-            raise ValueError("replacement K and V must both have the cache's element type and shape")
+            raise ValueError(
+                "replacement K and V must both have the cache's element type and shape"
+            )
         self._layers[index] = layer
         self._alloc_id = KvAllocId.mint()

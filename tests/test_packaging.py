@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.covers("CONF-5")
-
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -28,8 +26,20 @@ def _run(argv: list[str], cwd: Path, timeout: float = 600) -> subprocess.Complet
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("wheel")
-    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
-                  str(root / "dist"), str(REPO)], cwd=root)
+    built = _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "-q",
+            "-w",
+            str(root / "dist"),
+            str(REPO),
+        ],
+        cwd=root,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = (root / "dist").glob("kvconform-*.whl")
     env_dir = root / "venv"
@@ -37,7 +47,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     python = env_dir / "bin" / "python"
     done = _run([str(python), "-m", "pip", "install", "-q", str(wheel)], cwd=root)
     if done.returncode != 0 and "Could not find a version" in done.stderr:
-        pytest.skip(f"NO PACKAGE INDEX: the wheel was built but not installed ({done.stderr[-300:]})")
+        pytest.skip(
+            f"NO PACKAGE INDEX: the wheel was built but not installed ({done.stderr[-300:]})"
+        )
     assert done.returncode == 0, done.stderr[-3000:]
     return env_dir
 
@@ -47,8 +59,10 @@ def test_the_wheel_runs_the_whole_suite_from_an_unrelated_directory(
 ) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    result = _run([str(installed / "bin" / "kvconform"), "run", "--quiet",
-                   "--json", "report.json"], cwd=elsewhere)
+    result = _run(
+        [str(installed / "bin" / "kvconform"), "run", "--quiet", "--json", "report.json"],
+        cwd=elsewhere,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "CONFORMANT for the declared classes" in result.stdout
     assert (elsewhere / "report.json").is_file()
@@ -57,8 +71,10 @@ def test_the_wheel_runs_the_whole_suite_from_an_unrelated_directory(
 def test_the_wheel_installs_no_top_level_reference_or_conformance(
     installed: Path, tmp_path: Path
 ) -> None:
-    probe = ("import importlib.util as u; "
-             "print(u.find_spec('reference'), u.find_spec('conformance'), "
-             "u.find_spec('kvconform.reference') is not None)")
+    probe = (
+        "import importlib.util as u; "
+        "print(u.find_spec('reference'), u.find_spec('conformance'), "
+        "u.find_spec('kvconform.reference') is not None)"
+    )
     result = _run([str(installed / "bin" / "python"), "-c", probe], cwd=tmp_path)
     assert result.stdout.split() == ["None", "None", "True"], result.stdout + result.stderr

@@ -11,11 +11,11 @@ from __future__ import annotations
 import fnmatch
 
 import pytest
-
 from kvconform.conformance import suite
 from kvconform.conformance.adapters.reference import ReferenceAdapter
 from kvconform.conformance.driver import InProcessDriver
 from kvconform.conformance.runner import CaseResult, run_cases
+
 from tests.mutants.corpus import ModelIdFromAddress, TruncateRemints
 from tests.variants.renumbered import RenumberedReworded
 
@@ -52,10 +52,16 @@ def test_truncate_that_remints_fails_the_rewind_scenarios() -> None:
     failed = _failed(_run(TruncateRemints()))
     rewind = {case.id for case in suite.all_cases() if ".rewind." in case.id}
     assert rewind, "the suite has no rewind scenarios"
-    survivors = rewind - failed - {
-        case.id for case in suite.all_cases() if ".rewind." in case.id and "truncate" not in
-        " ".join(type(op).__name__.lower() for op in case.program)
-    }
+    survivors = (
+        rewind
+        - failed
+        - {
+            case.id
+            for case in suite.all_cases()
+            if ".rewind." in case.id
+            and "truncate" not in " ".join(type(op).__name__.lower() for op in case.program)
+        }
+    )
     assert not survivors, f"rewind scenarios that a re-minting truncate passes: {sorted(survivors)}"
 
 

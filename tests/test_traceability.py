@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from kvconform.conformance import coverage, suite
+import pytest
+from kvconform.conformance import coverage, published, suite
 
 
 def test_every_requirement_is_cited_by_a_case() -> None:
@@ -65,8 +66,16 @@ def test_untestable_requirements_exist_and_say_why() -> None:
     known = suite.requirements()
     for req, reason in coverage.NOT_TESTABLE.items():
         assert req in known, req
-        assert req.startswith("SEC-"), f"{req}: only deployment guidance may go untested"
+        assert req.startswith("SEC-") or req == "PROF-4", f"{req}: only guidance may go untested"
         assert len(reason) > 20, req
+
+
+@pytest.mark.covers("CONF-5")
+def test_published_ids_still_exist() -> None:
+    """Ids are forever: a published case or requirement id may not disappear."""
+    assert published.read(), "conformance/published-ids.txt is missing or empty"
+    gone = published.missing()
+    assert not gone, f"published ids that no longer exist (withdraw, do not delete): {gone}"
 
 
 def test_coverage_table_is_current() -> None:

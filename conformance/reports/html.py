@@ -28,7 +28,7 @@ _LABEL = {"passed": "pass", "failed": "FAIL", "not_applicable": "n/a", "not_run"
 
 def _page(title: str, body: list[str]) -> str:
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>\n"
         + "\n".join(body)
         + "\n</body></html>\n"
@@ -36,12 +36,16 @@ def _page(title: str, body: list[str]) -> str:
 
 
 def _counts_table(title: str, rows: Mapping[str, Mapping[str, int]]) -> list[str]:
-    out = [f"<table><tr><th>{escape(title)}</th><th>passed</th><th>failed</th>"
-           "<th>not applicable</th></tr>"]
+    out = [
+        f"<table><tr><th>{escape(title)}</th><th>passed</th><th>failed</th>"
+        "<th>not applicable</th></tr>"
+    ]
     for name, c in rows.items():
         cls = "failed" if c["failed"] else "passed"
-        out.append(f"<tr><td>{escape(name)}</td><td>{c['passed']}</td>"
-                   f"<td class=\"{cls}\">{c['failed']}</td><td>{c['not_applicable']}</td></tr>")
+        out.append(
+            f"<tr><td>{escape(name)}</td><td>{c['passed']}</td>"
+            f'<td class="{cls}">{c["failed"]}</td><td>{c["not_applicable"]}</td></tr>'
+        )
     out.append("</table>")
     return out
 
@@ -51,33 +55,47 @@ def render_run(report: Mapping[str, Any]) -> str:
     title = f"kvconform {report['suite']['version']}: {a['name']} {a['version']}"
     body = [
         f"<h1>{escape(title)}</h1>",
-        f"<p class=\"meta\">{s['passed']} passed, {s['failed']} failed, "
+        f'<p class="meta">{s["passed"]} passed, {s["failed"]} failed, '
         f"{s['not_applicable']} not applicable of {s['total']} cases in "
         f"{report['seconds']:.1f} s. Language {escape(a['language'])}; classes "
         f"{escape(', '.join(a['classes']))}; format writes {a['format']['writes']}, reads "
         f"{escape(str(a['format']['reads']))}. Suite digest "
-        f"<code>{escape(report['suite']['digest'])}</code>; started {escape(report['started'])}.</p>",
-        "<h2>By class</h2>", *_counts_table("class", s["by_class"]),
-        "<h2>By area</h2>", *_counts_table("area", s["by_area"]),
+        f"<code>{escape(report['suite']['digest'])}</code>; "
+        f"started {escape(report['started'])}.</p>",
+        "<h2>By class</h2>",
+        *_counts_table("class", s["by_class"]),
+        "<h2>By area</h2>",
+        *_counts_table("area", s["by_area"]),
     ]
     failed = [r for r in report["results"] if r["verdict"] == "failed"]
-    body.append(f"<h2 id=\"failures\">Failures ({len(failed)})</h2>")
+    body.append(f'<h2 id="failures">Failures ({len(failed)})</h2>')
     for r in failed:
-        body.append(f"<h3 id=\"case-{escape(r['id'])}\"><code>{escape(r['id'])}</code></h3>"
-                    f"<pre>{escape(r['failure']['text'])}</pre>")
-    body += ["<h2>Requirements</h2>", "<table><tr><th>requirement</th><th>verdict</th>"
-             "<th>cases</th><th>failing cases</th></tr>"]
+        body.append(
+            f'<h3 id="case-{escape(r["id"])}"><code>{escape(r["id"])}</code></h3>'
+            f"<pre>{escape(r['failure']['text'])}</pre>"
+        )
+    body += [
+        "<h2>Requirements</h2>",
+        "<table><tr><th>requirement</th><th>verdict</th><th>cases</th><th>failing cases</th></tr>",
+    ]
     for rid, v in report["requirements"].items():
-        links = ", ".join(f"<a href=\"#case-{escape(c)}\">{escape(c)}</a>" for c in v["failed"])
-        body.append(f"<tr><td>{escape(rid)}</td><td class=\"{v['verdict']}\">"
-                    f"{_LABEL[v['verdict']]}</td><td>{v['cases']}</td><td>{links}</td></tr>")
-    body += ["</table>", "<h2>All cases</h2>",
-             "<table><tr><th>case</th><th>area</th><th>class</th><th>verdict</th></tr>"]
+        links = ", ".join(f'<a href="#case-{escape(c)}">{escape(c)}</a>' for c in v["failed"])
+        body.append(
+            f'<tr><td>{escape(rid)}</td><td class="{v["verdict"]}">'
+            f"{_LABEL[v['verdict']]}</td><td>{v['cases']}</td><td>{links}</td></tr>"
+        )
+    body += [
+        "</table>",
+        "<h2>All cases</h2>",
+        "<table><tr><th>case</th><th>area</th><th>class</th><th>verdict</th></tr>",
+    ]
     for r in report["results"]:
         note = f" ({escape(r['reason'])})" if r.get("reason") else ""
-        body.append(f"<tr><td><code>{escape(r['id'])}</code></td><td>{escape(r['area'])}</td>"
-                    f"<td>{escape(r['class'])}</td><td class=\"{r['verdict']}\">"
-                    f"{_LABEL[r['verdict']]}{note}</td></tr>")
+        body.append(
+            f"<tr><td><code>{escape(r['id'])}</code></td><td>{escape(r['area'])}</td>"
+            f'<td>{escape(r["class"])}</td><td class="{r["verdict"]}">'
+            f"{_LABEL[r['verdict']]}{note}</td></tr>"
+        )
     body.append("</table>")
     return _page(title, body)
 
@@ -91,27 +109,37 @@ def render_compare(reports: Sequence[Mapping[str, Any]]) -> str:
             if rid not in requirement_ids:
                 requirement_ids.append(rid)
     title = "kvconform comparison: " + ", ".join(names)
-    body = [f"<h1>{escape(title)}</h1>", "<table id=\"summary\"><tr><th>implementation</th>"
-            "<th>language</th><th>suite</th><th>passed</th><th>failed</th><th>n/a</th></tr>"]
+    body = [
+        f"<h1>{escape(title)}</h1>",
+        '<table id="summary"><tr><th>implementation</th>'
+        "<th>language</th><th>suite</th><th>passed</th><th>failed</th><th>n/a</th></tr>",
+    ]
     for name, report in zip(names, reports, strict=True):
         s = report["summary"]
-        body.append(f"<tr><td>{escape(name)}</td><td>{escape(report['adapter']['language'])}"
-                    f"</td><td>{escape(report['suite']['version'])} "
-                    f"<code>{escape(report['suite']['digest'][:12])}</code></td>"
-                    f"<td>{s['passed']}</td><td class=\"{'failed' if s['failed'] else 'passed'}\">"
-                    f"{s['failed']}</td><td>{s['not_applicable']}</td></tr>")
-    body += ["</table>", "<h2>Requirements by implementation</h2>",
-             "<table id=\"matrix\"><tr><th>requirement</th>"
-             + "".join(f"<th>{escape(n)}</th>" for n in names) + "</tr>"]
+        body.append(
+            f"<tr><td>{escape(name)}</td><td>{escape(report['adapter']['language'])}"
+            f"</td><td>{escape(report['suite']['version'])} "
+            f"<code>{escape(report['suite']['digest'][:12])}</code></td>"
+            f'<td>{s["passed"]}</td><td class="{"failed" if s["failed"] else "passed"}">'
+            f"{s['failed']}</td><td>{s['not_applicable']}</td></tr>"
+        )
+    body += [
+        "</table>",
+        "<h2>Requirements by implementation</h2>",
+        '<table id="matrix"><tr><th>requirement</th>'
+        + "".join(f"<th>{escape(n)}</th>" for n in names)
+        + "</tr>",
+    ]
     for rid in requirement_ids:
         cells = []
         for index, report in enumerate(reports):
             v = report["requirements"].get(rid, {"verdict": "not_run", "failed": []})
             label = _LABEL[v["verdict"]]
             if v["verdict"] == "failed":
-                label = f"<a href=\"#impl{index}-{escape(rid)}\">{label} ({len(v['failed'])})</a>"
-            cells.append(f"<td class=\"cell {v['verdict']}\" data-requirement=\"{escape(rid)}\">"
-                         f"{label}</td>")
+                label = f'<a href="#impl{index}-{escape(rid)}">{label} ({len(v["failed"])})</a>'
+            cells.append(
+                f'<td class="cell {v["verdict"]}" data-requirement="{escape(rid)}">{label}</td>'
+            )
         body.append(f"<tr><th>{escape(rid)}</th>{''.join(cells)}</tr>")
     body.append("</table>")
     body.append("<h2>Failing cases</h2>")
@@ -121,7 +149,7 @@ def render_compare(reports: Sequence[Mapping[str, Any]]) -> str:
             v = report["requirements"].get(rid)
             if not v or v["verdict"] != "failed":
                 continue
-            body.append(f"<h3 id=\"impl{index}-{escape(rid)}\">{escape(name)}: {escape(rid)}</h3>")
+            body.append(f'<h3 id="impl{index}-{escape(rid)}">{escape(name)}: {escape(rid)}</h3>')
             for case_id in v["failed"]:
                 text = by_id.get(case_id, {}).get("failure", {}).get("text", case_id)
                 body.append(f"<pre>{escape(text)}</pre>")

@@ -31,8 +31,10 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
             "failure(s).",
             "",
         ]
-        for label, key in (("Unexpected failure", "unexpected_failures"),
-                           ("Listed as failing but passes (remove it)", "stale")):
+        for label, key in (
+            ("Unexpected failure", "unexpected_failures"),
+            ("Listed as failing but passes (remove it)", "stale"),
+        ):
             lines += [f"- {label}: `{case_id}`" for case_id in gate[key]]
         if gate["unexpected_failures"] or gate["stale"]:
             lines.append("")
@@ -55,11 +57,15 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
             lines.append(f"- ... and {len(failed) - max_failures} more (see the JSON report)")
     reqs = report["requirements"]
     failing = [rid for rid, v in reqs.items() if v["verdict"] == "failed"]
-    lines += ["", f"Requirements: {sum(v['verdict'] == 'passed' for v in reqs.values())} met, "
-              f"{len(failing)} failed"
-              + (f" ({', '.join(failing)})" if failing else "")
-              + f", {sum(v['verdict'] in ('not_applicable', 'not_run') for v in reqs.values())} "
-              "not checked.", ""]
+    lines += [
+        "",
+        f"Requirements: {sum(v['verdict'] == 'passed' for v in reqs.values())} met, "
+        f"{len(failing)} failed"
+        + (f" ({', '.join(failing)})" if failing else "")
+        + f", {sum(v['verdict'] in ('not_applicable', 'not_run') for v in reqs.values())} "
+        "not checked.",
+        "",
+    ]
     return "\n".join(lines)
 
 
