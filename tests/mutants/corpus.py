@@ -1,11 +1,16 @@
-"""Mutants, one misreading each. See ``__init__.py`` for the fields."""
+"""The first two mutants (``tests/test_teeth.py`` imports them by these class names).
+
+The rest of the corpus lives in one module per requirement area (``hash.py``,
+``identity.py``, ``alloc.py``, ``plan.py``, ``signature.py``, ``verify.py``,
+``errors.py``); see ``__init__.py`` for the fields.
+"""
 
 from __future__ import annotations
 
-from kvconform.conformance.adapters.reference import ReferenceAdapter
-from kvconform.reference import identity, kv_cache, model, plan
+from kvconform.reference import identity, kv_cache, model
 
 from . import mutant
+from ._kit import CacheAdapter, ModelAdapter
 
 # --- identity -----------------------------------------------------------------
 
@@ -15,7 +20,7 @@ class _AddressModel(model.Model):
 
     def __init__(self, config: model.ModelConfig) -> None:
         super().__init__(config)
-        self.instance_id = identity.ModelInstanceId(id(self))
+        self.instance_id = identity.ModelInstanceId(id(self))  # MUTATION
 
     def reload(self) -> model.Model:
         return _AddressModel(self.config)
@@ -28,17 +33,14 @@ class _AddressModel(model.Model):
     plausible="object identity looks like instance identity; the seed's own first design "
     "folded weight addresses and was unsound once a plan outlived its model",
 )
-class ModelIdFromAddress(ReferenceAdapter):
-    def model_new(self, spec):  # type: ignore[no-untyped-def]
-        from kvconform.conformance.adapters.reference import model_config
-
-        return _AddressModel(model_config(spec))
+class ModelIdFromAddress(ModelAdapter):
+    model_cls = _AddressModel
 
 
 class _RemintOnTruncate(kv_cache.KvCache):
     def truncate_to(self, length: int) -> None:
         super().truncate_to(length)
-        self._alloc_id = identity.KvAllocId.mint()
+        self._alloc_id = identity.KvAllocId.mint()  # MUTATION
 
 
 @mutant(
@@ -48,11 +50,5 @@ class _RemintOnTruncate(kv_cache.KvCache):
     plausible="'anything that changes the cache is a new allocation' is the cautious reading; "
     "it forfeits plan reuse on every rejected speculative draft",
 )
-class TruncateRemints(ReferenceAdapter):
-    def cache_new(self, geometry):  # type: ignore[no-untyped-def]
-        from kvconform.conformance.adapters.reference import cache_geometry
-
-        return _RemintOnTruncate(cache_geometry(geometry))
-
-
-__all__ = ["ModelIdFromAddress", "TruncateRemints", "plan"]
+class TruncateRemints(CacheAdapter):
+    cache_cls = _RemintOnTruncate

@@ -5,10 +5,14 @@ scenario judges something the specification leaves free (CONF-4).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from kvconform.conformance.adapter import Adapter
+
+Transport = Literal["in-process", "stdio"]
 
 
 @dataclass(frozen=True)
@@ -16,6 +20,9 @@ class Variant:
     name: str
     differs_in: str
     factory: Callable[[], Adapter]
+    #: How the suite reaches it: called in process, or served by
+    #: ``python -m kvconform.serve --adapter <spec>`` over the stdio protocol.
+    transport: Transport = "in-process"
 
     @property
     def spec(self) -> str:
@@ -25,15 +32,31 @@ class Variant:
 VARIANTS: list[Variant] = []
 
 
-def variant(name: str, differs_in: str) -> Callable[[type], type]:
+def variant(
+    name: str, differs_in: str, transport: Transport = "in-process"
+) -> Callable[[type], type]:
     def register(cls: type) -> type:
-        VARIANTS.append(Variant(name, differs_in, cls))
+        if any(v.name == name for v in VARIANTS):
+            raise ValueError(f"variant {name!r} registered twice")
+        VARIANTS.append(Variant(name, differs_in, cls, transport))
         return cls
 
     return register
 
 
-def all_variants() -> list[Variant]:
-    from . import renumbered  # noqa: F401 -- importing registers the variants
+#: The modules that register variants.
+MODULES = (
+    "renumbered",
+    "block_storage",
+    "python_lists",
+    "tuple_sessions",
+    "shift_add",
+    "composition",
+    "served",
+)
 
+
+def all_variants() -> list[Variant]:
+    for module in MODULES:  # importing registers the variants
+        importlib.import_module(f"{__name__}.{module}")
     return list(VARIANTS)

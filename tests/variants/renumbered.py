@@ -13,7 +13,9 @@ _WORDING = {
     "unmarked": "refused: this stored block has no stamp",
     "empty_payload": "refused: zero layers in the block",
     "unsupported_format": "refused: cannot read {field_words} {found}; this build reads {readable}",
-    "degenerate_layer": "refused: layer {layer} has N_KV_HEADS {n_kv_heads} and HEAD-DIM {head_dim}",
+    "degenerate_layer": (
+        "refused: layer {layer} has N_KV_HEADS {n_kv_heads} and HEAD-DIM {head_dim}"
+    ),
     "ragged_payload": "Layer #{layer}: {field_words} measured {found} but {expected} was required",
     "payload_mismatch": "Stamp lies about {field_words}: says {recorded}, buffers say {actual}",
     "incompatible": "Wrong block for us: {field_words} {found} (we run {expected})",
@@ -25,15 +27,19 @@ _WORDING = {
 
 def reword(fault: Fault) -> Fault:
     """Say the same thing in other words: the field in spaced capitals, values as they are."""
-    values = {k: ("x".join(map(str, v)) if isinstance(v, tuple) else v)
-              for k, v in fault.values.items()}
+    values = {
+        k: ("x".join(map(str, v)) if isinstance(v, tuple) else v) for k, v in fault.values.items()
+    }
     words = (fault.field or "").replace("_", " ").upper()
     message = _WORDING[fault.kind].format(layer=fault.layer, field_words=words, **values)
     return replace(fault, message=message)
 
 
-@variant("renumbered-reworded", "ids start at 10**12 (models) and 7 (caches) and step by 13; "
-         "every error message worded differently")
+@variant(
+    "renumbered-reworded",
+    "ids start at 10**12 (models) and 7 (caches) and step by 13; "
+    "every error message worded differently",
+)
 class RenumberedReworded(ReferenceAdapter):
     def describe(self) -> AdapterInfo:
         return replace(super().describe(), name="renumbered-reworded", version="9.9.9")

@@ -1,0 +1,499 @@
+"""Building blocks for mutants: the reference, cut at the seams a misreading lives in.
+
+Nothing here changes ``reference/``. Each helper is either the reference itself
+behind an overridable hook, or a line-for-line copy of one reference function
+with the points a mutant may change made explicit. With every hook left at its
+default a kit adapter *is* the reference; ``tests/test_mutants.py`` checks that
+(``test_kit_defaults_are_the_reference``), so a mutant's kill is owed to its
+one misreading and nothing else.
+
+- :class:`HasherAdapter` runs hash programs, and plan keys, on a hasher class.
+- :class:`PlanAdapter` computes plan keys with :meth:`PlanAdapter.key`, which
+  also sees the cache and the step, so over-keying can be expressed.
+- :class:`ModelAdapter`, :class:`CacheAdapter` construct models and caches of
+  a chosen class.
+- :class:`BlockAdapter` measures and verifies with overridable functions.
+- :class:`FaultAdapter` rewrites every refusal it reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from kvconform.conformance import values
+from kvconform.conformance.adapters.reference import (
+    ReferenceAdapter,
+    cache_geometry,
+    fault_of,
+    from_signature,
+    model_config,
+    stored_layers,
+    to_signature,
+)
+from kvconform.reference import errors, hasher, kv_cache, model, plan, signature, verify
+
+# --- hashing ------------------------------------------------------------------
+
+
+def run_program(
+    h: hasher.KeyHasher,
+    program: Sequence[values.MixOp],
+    raw: Callable[[hasher.KeyHasher, bytes], object] | None = None,
+) -> list[int]:
+    """The reference adapter's ``run_program``, on a hasher the caller supplies.
+
+    ``raw`` replaces how a ``bytes`` op reaches the fold (default: ``mix_bytes``).
+    """
+    finishes: list[int] = []
+    for op in program:
+        if op.kind == "bytes":
+            assert isinstance(op.value, bytes)
+            if raw is None:
+                h.mix_bytes(op.value * op.repeat)
+            else:
+                raw(h, op.value * op.repeat)
+        elif op.kind == "str":
+            assert isinstance(op.value, str)
+            h.mix_str(op.value)
+        elif op.kind == "u64":
+            assert isinstance(op.value, int)
+            h.mix_u64(op.value)
+        elif op.kind == "f64":
+            assert isinstance(op.value, int)
+            h.mix_f64_bits(op.value)
+        elif op.kind == "present":
+            h.mix_present(bool(op.value))
+        elif op.kind == "instance":
+            assert isinstance(op.value, int)
+            h.mix_instance(op.value)
+        elif op.kind == "finish":
+            finishes.append(h.finish())
+        else:
+            raise ValueError(f"unknown mix op {op.kind!r}")
+    return finishes
+
+
+# --- plan keys ----------------------------------------------------------------
+
+FloatMix = Callable[[hasher.KeyHasher, float], object]
+
+
+@dataclass(frozen=True)
+class Composition:
+    """The reference key composition (reference/plan.py), one switch per component.
+
+    Every field's default reproduces ``PlanIdentity.key()`` exactly; a mutant
+    flips one of them.
+    """
+
+    hasher: type[hasher.KeyHasher] = hasher.KeyHasher
+    family: bool = True
+    count_params: bool = True
+    type_params: bool = True
+    sort_params: bool = True
+    float_mix: FloatMix | None = None
+    hooks: bool = True
+    count_hooks: bool = True
+    instance: bool = True
+    alloc: bool = True
+    geometry: tuple[str, ...] = ("n_layers", "n_kv_heads", "head_dim", "max_seq_len", "dtype")
+    step_tokens: bool = True
+
+    def key(
+        self,
+        ident: plan.PlanIdentity,
+        extra: Callable[[hasher.KeyHasher], object] | None = None,
+    ) -> int:
+        """The key of ``ident``; ``extra`` mixes more just before the finish."""
+        h = self.hasher().mix_str("kvconform.plan")
+        if self.family:
+            h.mix_str(ident.family)
+        if self.count_params:
+            h.mix_u64(len(ident.params))
+        names = sorted(ident.params) if self.sort_params else list(ident.params)
+        for name in names:
+            self._mix_param(h, name, ident.params[name])
+        if self.hooks:
+            if self.count_hooks:
+                h.mix_u64(len(ident.hooks))
+            for name in sorted(ident.hooks):
+                h.mix_str(name).mix_present(ident.hooks[name])
+        if self.instance:
+            h.mix_instance(ident.instance)
+        if self.alloc:
+            h.mix_str("alloc").mix_u64(ident.alloc)
+        g = ident.geometry
+        for name in ("n_layers", "n_kv_heads", "head_dim", "max_seq_len"):
+            if name in self.geometry:
+                h.mix_u64(getattr(g, name))
+        if "dtype" in self.geometry:
+            h.mix_str(g.dtype)
+        if self.step_tokens:
+            h.mix_u64(ident.step_tokens)
+        if extra is not None:
+            extra(h)
+        return h.finish()
+
+    def _mix_param(self, h: hasher.KeyHasher, name: str, value: model.Param) -> None:
+        h.mix_str(name)
+        if isinstance(value, str):
+            if self.type_params:
+                h.mix_str("str")
+            h.mix_str(value)
+        elif isinstance(value, float):
+            if self.type_params:
+                h.mix_str("f64")
+            if self.float_mix is None:
+                h.mix_f64(value)
+            else:
+                self.float_mix(h, value)
+        else:
+            if self.type_params:
+                h.mix_str("u64")
+            h.mix_u64(value)
+
+
+REFERENCE_COMPOSITION = Composition()
+
+
+def build_step(step_tokens: int) -> plan.StepInputs:
+    """The step a plan is built for: the harness's default step of that width."""
+    return plan.StepInputs(token_ids=(1,) * step_tokens)
+
+
+def reference_step(step: values.StepInputs) -> plan.StepInputs:
+    """The reference adapter's conversion of a conformance step."""
+    return plan.StepInputs(
+        token_ids=step.token_ids,
+        write_offset=step.write_offset,
+        rope=plan.RopeSpec(step.rope_theta, step.rope_scaling),
+        mask=step.mask,
+    )
+
+
+KeyFn = Callable[[plan.PlanIdentity, "kv_cache.KvCache | None", plan.StepInputs], int]
+
+
+class KeyedPlan(plan.DecodePlan):
+    """``DecodePlan`` whose key function also sees the cache and the step.
+
+    Built, it records ``key_fn`` over the build step; checked, it recomputes
+    ``key_fn`` over the step it is asked about -- exactly the reference's
+    predicate (PLAN-4) when ``key_fn`` ignores both.
+    """
+
+    def __init__(
+        self, key_fn: KeyFn, m: model.Model, cache: kv_cache.KvCache, step_tokens: int
+    ) -> None:
+        if step_tokens < 1:
+            raise ValueError("a step has at least one token")
+        self._key_fn = key_fn
+        self.step_tokens = step_tokens
+        ident = plan.PlanIdentity.of(m, cache, step_tokens)
+        self.key = key_fn(ident, cache, build_step(step_tokens))
+
+    def is_valid_for(self, m: model.Model, cache: kv_cache.KvCache, step: plan.StepInputs) -> bool:
+        ident = plan.PlanIdentity.of(m, cache, len(step.token_ids))
+        return self._key_fn(ident, cache, step) == self.key
+
+
+def probe_identity(identity: values.PlanIdentity) -> plan.PlanIdentity:
+    """The reference adapter's conversion of a ``plan_key`` probe."""
+    return plan.PlanIdentity(
+        family=identity.model.family,
+        params=identity.model.param_map(),
+        hooks=identity.model.hook_map(),
+        instance=identity.instance,
+        alloc=identity.alloc,
+        geometry=cache_geometry(identity.geometry),
+        step_tokens=identity.step_tokens,
+    )
+
+
+class PlanAdapter(ReferenceAdapter):
+    """The reference with its plan key computed by :meth:`key`."""
+
+    composition: Composition = REFERENCE_COMPOSITION
+
+    def key(
+        self, ident: plan.PlanIdentity, cache: kv_cache.KvCache | None, step: plan.StepInputs
+    ) -> int:
+        """The validity key; ``cache`` is ``None`` for a ``plan_key`` probe."""
+        return self.composition.key(ident)
+
+    def plan_key(self, identity: values.PlanIdentity) -> int:
+        return self.key(probe_identity(identity), None, build_step(identity.step_tokens))
+
+    def session_new(
+        self, m: model.Model, cache: kv_cache.KvCache, step_tokens: int
+    ) -> plan.DecodePlan:
+        return KeyedPlan(self.key, m, cache, step_tokens)
+
+
+class HasherAdapter(PlanAdapter):
+    """The reference with every hash -- programs and plan keys -- on :attr:`hasher`."""
+
+    hasher: type[hasher.KeyHasher] = hasher.KeyHasher
+
+    def hash(self, program: Sequence[values.MixOp]) -> list[int]:
+        return run_program(self.hasher(), program)
+
+    def key(
+        self, ident: plan.PlanIdentity, cache: kv_cache.KvCache | None, step: plan.StepInputs
+    ) -> int:
+        return replace(self.composition, hasher=self.hasher).key(ident)
+
+
+# --- models and caches --------------------------------------------------------
+
+
+class ModelAdapter(ReferenceAdapter):
+    """The reference with models of class :attr:`model_cls` (whose ``reload`` keeps it)."""
+
+    model_cls: type[model.Model] = model.Model
+
+    def model_new(self, spec: values.ModelSpec) -> model.Model:
+        return self.model_cls(model_config(spec))
+
+
+class CacheAdapter(ReferenceAdapter):
+    """The reference with caches of class :attr:`cache_cls`."""
+
+    cache_cls: type[kv_cache.KvCache] = kv_cache.KvCache
+
+    def cache_new(self, geometry: values.Geometry) -> kv_cache.KvCache:
+        return self.cache_cls(cache_geometry(geometry))
+
+
+# --- blocks -------------------------------------------------------------------
+
+Measure = Callable[[str, Sequence[signature.StoredLayer]], signature.CacheSignature]
+
+
+class Measurer:
+    """``reference.signature.measure``, one method per rule (SIG-4 .. SIG-9).
+
+    ``Measurer().measure`` is the reference function; a mutant overrides one method.
+    """
+
+    def measure(
+        self, model_name: str, layers: Sequence[signature.StoredLayer]
+    ) -> signature.CacheSignature:
+        if not layers:
+            raise errors.EmptyPayload()
+        first = layers[0]
+        n_kv_heads, head_dim = first.n_kv_heads, first.head_dim
+        self.check_degenerate(first)
+        per_token = n_kv_heads * head_dim
+        tokens = self.measure_layer(0, first, per_token)
+        for index, layer in self.later_layers(layers):
+            self.check_shape(index, layer, (n_kv_heads, head_dim))
+            layer_tokens = self.measure_layer(index, layer, per_token)
+            self.check_tokens(index, tokens, layer_tokens)
+        return self.signature(model_name, layers, n_kv_heads, head_dim, tokens)
+
+    def check_degenerate(self, first: signature.StoredLayer) -> None:
+        if first.n_kv_heads < 1 or first.head_dim < 1:
+            raise errors.DegenerateLayer(
+                layer_index=0, n_kv_heads=first.n_kv_heads, head_dim=first.head_dim
+            )
+
+    def later_layers(
+        self, layers: Sequence[signature.StoredLayer]
+    ) -> Sequence[tuple[int, signature.StoredLayer]]:
+        return list(enumerate(layers[1:], start=1))
+
+    def check_shape(self, index: int, layer: signature.StoredLayer, shape: tuple[int, int]) -> None:
+        if (layer.n_kv_heads, layer.head_dim) != shape:
+            raise errors.RaggedPayload(
+                layer_index=index,
+                field="layer_shape",
+                expected=shape,
+                found=(layer.n_kv_heads, layer.head_dim),
+            )
+
+    def measure_layer(self, index: int, layer: signature.StoredLayer, per_token: int) -> int:
+        k_len, v_len = layer.k.size, layer.v.size
+        if k_len % per_token != 0:
+            raise errors.RaggedPayload(
+                layer_index=index, field="k_length", expected=per_token, found=k_len
+            )
+        if v_len != k_len:
+            raise errors.RaggedPayload(
+                layer_index=index, field="v_length", expected=k_len, found=v_len
+            )
+        tokens = k_len // per_token
+        if layer.seq_len != tokens:
+            raise errors.RaggedPayload(
+                layer_index=index, field="seq_len", expected=tokens, found=layer.seq_len
+            )
+        return tokens
+
+    def check_tokens(self, index: int, tokens: int, layer_tokens: int) -> None:
+        if layer_tokens != tokens:
+            raise errors.RaggedPayload(
+                layer_index=index, field="token_count", expected=tokens, found=layer_tokens
+            )
+
+    def signature(
+        self,
+        model_name: str,
+        layers: Sequence[signature.StoredLayer],
+        n_kv_heads: int,
+        head_dim: int,
+        tokens: int,
+    ) -> signature.CacheSignature:
+        first = layers[0]
+        return signature.CacheSignature(
+            format_version=signature.V1.version,
+            model=model_name,
+            n_layers=len(layers),
+            n_kv_heads=n_kv_heads,
+            head_dim=head_dim,
+            dtype=BUFFER_DTYPES.get(first.k.dtype, str(first.k.dtype)),
+            tokens=tokens,
+        )
+
+
+#: reference/signature.py's names of buffer element types (SIG-4).
+BUFFER_DTYPES: dict[np.dtype[Any], str] = {
+    np.dtype(np.float32): "f32",
+    np.dtype(np.float16): "f16",
+    np.dtype(np.uint16): "bf16",
+}
+
+
+def reference_verify(
+    block: verify.UnverifiedBlock,
+    expected: signature.CacheSignature,
+    measure: Measure = signature.measure,
+    profile: signature.FormatProfile = signature.V1,
+) -> verify.KvBlock:
+    """``reference.verify.verify``, line for line, measuring with ``measure``."""
+    recorded = block.signature
+    if recorded is None:
+        raise errors.Unmarked()
+    if recorded.format_version not in profile.readable:
+        raise errors.UnsupportedFormat(
+            found=recorded.format_version, readable=tuple(sorted(profile.readable))
+        )
+    actual = replace(measure(recorded.model, block.layers), format_version=recorded.format_version)
+    compare(recorded, actual, payload_mismatch)
+    compare(expected, actual, incompatible)
+    return verify.KvBlock(signature=actual, layers=block.layers)
+
+
+def payload_mismatch(field: str, recorded: Any, actual: Any) -> errors.SignatureError:
+    return errors.PayloadMismatch(field=field, recorded=recorded, actual=actual)
+
+
+def incompatible(field: str, expected: Any, found: Any) -> errors.SignatureError:
+    return errors.Incompatible(field=field, expected=expected, found=found)
+
+
+def compare(
+    claim: signature.CacheSignature,
+    actual: signature.CacheSignature,
+    error: Callable[[str, Any, Any], errors.SignatureError],
+    fields: Sequence[str] = signature.SIGNATURE_FIELDS,
+) -> None:
+    """``reference.verify._compare``, over ``fields`` in the order given."""
+    for name in fields:
+        claimed, measured = claim.field_value(name), actual.field_value(name)
+        if claimed != measured:
+            raise error(name, claimed, measured)
+
+
+class BlockAdapter(ReferenceAdapter):
+    """The reference with measuring and verifying done by overridable methods.
+
+    Measuring uses :attr:`measurer`, a :class:`Measurer` unless a mutant says
+    otherwise, for ``measure``, ``stamp`` and the measuring step of ``verify``.
+    """
+
+    measurer: Measurer = Measurer()
+
+    def measure_layers(
+        self, model_name: str, layers: Sequence[signature.StoredLayer]
+    ) -> signature.CacheSignature:
+        return self.measurer.measure(model_name, layers)
+
+    def verify_block(
+        self, block: verify.UnverifiedBlock, expected: signature.CacheSignature
+    ) -> verify.KvBlock:
+        return reference_verify(block, expected, self.measure_layers)
+
+    def measure(self, model_name: str, payload: values.Payload) -> values.Signature | values.Fault:
+        try:
+            return to_signature(self.measure_layers(model_name, stored_layers(payload)))
+        except errors.SignatureError as exc:
+            return fault_of(exc)
+
+    def stamp(self, model_name: str, payload: values.Payload) -> values.Signature | values.Fault:
+        # SIG-13: stamping is measuring.
+        return self.measure(model_name, payload)
+
+    def verify(
+        self, recorded: values.Signature | None, payload: values.Payload, expected: values.Signature
+    ) -> values.Signature | values.Fault:
+        block = verify.UnverifiedBlock(
+            None if recorded is None else from_signature(recorded),
+            tuple(stored_layers(payload)),
+        )
+        try:
+            return to_signature(self.verify_block(block, from_signature(expected)).signature)
+        except errors.SignatureError as exc:
+            return fault_of(exc)
+
+
+# --- reporting ----------------------------------------------------------------
+
+
+class FaultAdapter(ReferenceAdapter):
+    """The reference with every refusal passed through :meth:`report`."""
+
+    def report(self, fault: values.Fault) -> values.Fault:
+        return fault
+
+    def _reported(self, result: Any) -> Any:
+        return self.report(result) if isinstance(result, values.Fault) else result
+
+    def cache_append(self, cache: kv_cache.KvCache, tokens: int) -> values.Fault | None:
+        return self._reported(super().cache_append(cache, tokens))
+
+    def cache_replace_layer(
+        self,
+        cache: kv_cache.KvCache,
+        layer: int,
+        n_kv_heads: int | None,
+        head_dim: int | None,
+        max_seq_len: int | None,
+    ) -> values.Fault | None:
+        return self._reported(
+            super().cache_replace_layer(cache, layer, n_kv_heads, head_dim, max_seq_len)
+        )
+
+    def measure(self, model_name: str, payload: values.Payload) -> values.Signature | values.Fault:
+        return self._reported(super().measure(model_name, payload))
+
+    def stamp(self, model_name: str, payload: values.Payload) -> values.Signature | values.Fault:
+        return self._reported(super().stamp(model_name, payload))
+
+    def verify(
+        self, recorded: values.Signature | None, payload: values.Payload, expected: values.Signature
+    ) -> values.Signature | values.Fault:
+        return self._reported(super().verify(recorded, payload, expected))
+
+
+#: Every kit adapter with all hooks at their defaults: each must pass the whole suite.
+KIT_ADAPTERS: tuple[type[ReferenceAdapter], ...] = (
+    PlanAdapter,
+    HasherAdapter,
+    ModelAdapter,
+    CacheAdapter,
+    BlockAdapter,
+    FaultAdapter,
+)

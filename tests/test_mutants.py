@@ -1,0 +1,209 @@
+"""The kill test: the whole suite (scenarios and vectors) against every mutant.
+
+A mutant (``tests/mutants/``) is the reference with one deliberate misreading of
+the specification. It is *killed* when at least one case of the suite fails
+for it; a mutant no case fails *survives*, which means a scenario is missing or
+has no teeth (CONF-3: a conforming implementation passes every case, so every
+non-conforming one must fail at least one).
+
+- ``test_mutant_is_killed[<name>]``: one test per mutant. A mutant registered
+  with a ``gap`` cannot be killed through the adapter interface as it stands;
+  it is a strict xfail, so the day the harness kills it the test says so.
+- ``test_kill_matrix``: prints mutant -> the case ids that killed it (run with
+  ``-s`` to see it) and, when ``KVCONFORM_KILL_MATRIX`` names a file, writes
+  the full matrix there.
+
+Each mutant's suite run is done once per session and shared by both tests.
+Hash-only programs (the known-answer vectors, among them four 1 MiB folds)
+are pure functions of the hasher, so an adapter whose ``hash`` *is* the
+reference adapter's gets the reference's outcomes for them from a memo
+instead of folding the same megabytes again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from kvconform.conformance import ops, suite
+from kvconform.conformance.adapter import Adapter
+from kvconform.conformance.adapters.reference import ReferenceAdapter
+from kvconform.conformance.driver import InProcessDriver
+from kvconform.conformance.runner import CaseResult, run_cases
+from kvconform.conformance.values import Outcome
+
+from tests.mutants import MODULES, Mutant, all_mutants
+from tests.mutants._kit import KIT_ADAPTERS
+
+pytestmark = pytest.mark.covers("CONF-3")
+
+MUTANTS: list[Mutant] = all_mutants()
+GROUPS = ("HASH", "ID", "ALLOC", "PLAN", "SIG", "PROF", "VERIFY", "ERR", "SEC", "CONF")
+
+
+# --- running ------------------------------------------------------------------
+
+_HASH_MEMO: dict[tuple[ops.Op, ...], list[Outcome]] = {}
+
+
+class MemoDriver(InProcessDriver):
+    """An in-process driver that reuses the reference's results for hash-only programs.
+
+    Only when the adapter's ``hash`` is the reference adapter's own function:
+    then its results for a program made only of ``hash`` operations are
+    exactly the reference's, and folding the vectors again proves nothing.
+    """
+
+    def __init__(self, adapter: Adapter) -> None:
+        super().__init__(adapter)
+        self._memo = type(adapter).hash is ReferenceAdapter.hash  # type: ignore[attr-defined]
+
+    def run(self, program: Sequence[ops.Op]) -> list[Outcome]:
+        if not (self._memo and program and all(isinstance(op, ops.Hash) for op in program)):
+            return super().run(program)
+        key = tuple(program)
+        if key not in _HASH_MEMO:
+            _HASH_MEMO[key] = InProcessDriver(ReferenceAdapter()).run(program)
+        return list(_HASH_MEMO[key])
+
+
+_RESULTS: dict[str, list[CaseResult]] = {}
+
+
+def run_suite(name: str, adapter: Adapter) -> list[CaseResult]:
+    """Every case of the suite against ``adapter``, once per session per ``name``."""
+    if name not in _RESULTS:
+        _RESULTS[name] = run_cases(suite.all_cases(), MemoDriver(adapter))
+    return _RESULTS[name]
+
+
+def killers(mutant: Mutant) -> list[str]:
+    """The ids of the cases that fail for ``mutant``: empty when it survives."""
+    results = run_suite(f"mutant:{mutant.name}", mutant.factory())
+    return [r.case.id for r in results if r.verdict == "failed"]
+
+
+def _reference_failures() -> list[str]:
+    results = run_suite("reference", ReferenceAdapter())
+    return [r.report() for r in results if r.verdict != "passed"]
+
+
+# --- the baseline -------------------------------------------------------------
+
+
+def test_reference_passes_every_case() -> None:
+    """A kill means something only if the reference itself passes everything."""
+    failures = _reference_failures()
+    assert not failures, "\n\n".join(failures)
+
+
+@pytest.mark.parametrize("kit", KIT_ADAPTERS, ids=lambda k: k.__name__)
+def test_kit_defaults_are_the_reference(kit: type[ReferenceAdapter]) -> None:
+    """Every mutant is built from a kit adapter; with no hook changed, it must pass."""
+    results = run_suite(f"kit:{kit.__name__}", kit())
+    failures = [r.report() for r in results if r.verdict != "passed"]
+    assert not failures, "\n\n".join(failures)
+
+
+def test_the_corpus_is_well_formed() -> None:
+    known = suite.requirements()
+    names = [m.name for m in MUTANTS]
+    assert len(names) == len(set(names)), "mutant names must be unique"
+    assert len(MUTANTS) >= 30
+    for m in MUTANTS:
+        unknown = [req for req in m.breaks if req not in known]
+        assert not unknown, f"{m.name} cites unknown requirements {unknown}"
+        assert m.breaks, f"{m.name} names no requirement it breaks"
+        assert m.half in ("under", "over", "contract"), m.name
+        assert len(m.plausible) > 40, f"{m.name}: say why someone would plausibly write it"
+    groups = {req.rsplit("-", 1)[0] for m in MUTANTS for req in m.breaks}
+    assert set(GROUPS) <= groups, f"groups no mutant breaks: {sorted(set(GROUPS) - groups)}"
+    halves = Counter(m.half for m in MUTANTS)
+    assert halves["under"] and halves["over"], halves
+    modules = {m.factory.__module__.rsplit(".", 1)[-1] for m in MUTANTS}
+    assert modules == set(MODULES), f"modules without a mutant: {set(MODULES) - modules}"
+
+
+# --- one test per mutant ------------------------------------------------------
+
+
+def _param(m: Mutant) -> object:
+    if m.gap:
+        return pytest.param(
+            m, id=m.name, marks=pytest.mark.xfail(strict=True, reason=f"known gap: {m.gap}")
+        )
+    return pytest.param(m, id=m.name)
+
+
+@pytest.mark.parametrize("mutant", [_param(m) for m in MUTANTS])
+def test_mutant_is_killed(mutant: Mutant) -> None:
+    assert _reference_failures() == [], "the reference fails; kills would mean nothing"
+    killed_by = killers(mutant)
+    assert killed_by, (
+        f"SURVIVED: no case fails for the mutant {mutant.name} ({mutant.spec}).\n"
+        f"  breaks:    {', '.join(mutant.breaks)} ({mutant.half})\n"
+        f"  plausible: {mutant.plausible}\n"
+        "  A scenario is missing: write one that this misreading fails and the "
+        "reference passes (conformance/scenarios/<area>/from-mutants.yaml)."
+    )
+
+
+# --- the matrix ---------------------------------------------------------------
+
+
+def _cites(mutant: Mutant, case_ids: Sequence[str]) -> bool:
+    """Whether a killing case cites a requirement the mutant breaks."""
+    by_id = {case.id: case for case in suite.all_cases()}
+    return any(set(by_id[cid].requires) & set(mutant.breaks) for cid in case_ids)
+
+
+def kill_matrix(full: bool) -> str:
+    """The kill matrix as text; ``full`` lists every killing case, else the first few."""
+    rows = []
+    width = max(len(m.name) for m in MUTANTS)
+    killed = survived = gaps = 0
+    by_group: Counter[tuple[str, str]] = Counter()
+    for m in MUTANTS:
+        ids = killers(m)
+        for group in sorted({req.rsplit("-", 1)[0] for req in m.breaks}):
+            by_group[(group, m.half)] += 1
+        if ids:
+            killed += 1
+            shown = ids if full or len(ids) <= 4 else [*ids[:4], f"... +{len(ids) - 4}"]
+            cites = "" if _cites(m, ids) else "  [no killing case cites " + ",".join(m.breaks) + "]"
+            verdict = f"killed by {len(ids)}: {', '.join(shown)}{cites}"
+        elif m.gap:
+            gaps += 1
+            verdict = f"SURVIVED (known gap: {m.gap})"
+        else:
+            survived += 1
+            verdict = "SURVIVED"
+        rows.append(f"{m.name:<{width}}  {m.half:<8}  {','.join(m.breaks):<28}  {verdict}")
+    total = len(MUTANTS)
+    header = [
+        f"kill matrix: {killed}/{total} mutants killed"
+        + (f", {gaps} known gap(s)" if gaps else "")
+        + (f", {survived} SURVIVED" if survived else "")
+        + f"; suite of {len(suite.all_cases())} cases",
+        "mutants per requirement group and half (a mutant counts in each group it breaks):",
+    ]
+    for group in GROUPS:
+        counts = {half: by_group[(group, half)] for half in ("under", "over", "contract")}
+        header.append(
+            f"  {group:<7} under {counts['under']:>3}  over {counts['over']:>3}  "
+            f"contract {counts['contract']:>3}"
+        )
+    header.append(f"{'mutant':<{width}}  {'half':<8}  {'breaks':<28}  verdict")
+    return "\n".join([*header, *rows]) + "\n"
+
+
+def test_kill_matrix() -> None:
+    """Print the kill matrix; write the full one to $KVCONFORM_KILL_MATRIX if set."""
+    print()
+    print(kill_matrix(full=False))
+    target = os.environ.get("KVCONFORM_KILL_MATRIX")
+    if target:
+        Path(target).write_text(kill_matrix(full=True), encoding="utf-8")
