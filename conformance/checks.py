@@ -7,6 +7,7 @@ the field and the values. Handle names and message wording are never judged.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from collections.abc import Mapping, Sequence
@@ -74,7 +75,7 @@ class ValueIs:
     value: object
 
     def judge(self, outcome: Outcome) -> tuple[str, str, tuple[str, ...]] | None:
-        if isinstance(outcome, Ok) and outcome.value == self.value:
+        if isinstance(outcome, Ok) and strictly_equal(outcome.value, self.value):
             return None
         return show(self.value), describe(outcome), ()
 
@@ -86,7 +87,7 @@ class SignatureIs:
     signature: Signature
 
     def judge(self, outcome: Outcome) -> tuple[str, str, tuple[str, ...]] | None:
-        if isinstance(outcome, Ok) and outcome.value == self.signature:
+        if isinstance(outcome, Ok) and strictly_equal(outcome.value, self.signature):
             return None
         return show(self.signature), describe(outcome), ()
 
@@ -105,11 +106,12 @@ class ErrorIs:
         if not isinstance(outcome, Refused):
             return want, describe(outcome), ()
         fault = outcome.fault
-        if (fault.kind, fault.field, fault.layer, _canon(fault.values)) != (
-            self.kind,
-            self.field,
-            self.layer,
-            _canon(self.values),
+        got, want = _canon(fault.values), _canon(self.values)
+        if (
+            (fault.kind, fault.field) != (self.kind, self.field)
+            or not strictly_equal(fault.layer, self.layer)
+            or got.keys() != want.keys()
+            or not all(strictly_equal(got[k], want[k]) for k in want)
         ):
             return want, describe(outcome), ()
         missing = message_omissions(fault)
@@ -123,6 +125,23 @@ class ErrorIs:
 
 
 Expectation = Succeeds | Validity | ValueIs | SignatureIs | ErrorIs
+
+
+def strictly_equal(a: object, b: object) -> bool:
+    """Equal, and of the same kinds: ``4.0`` is not the count ``4``, ``True`` is not ``1``.
+
+    Python's ``==`` would accept both; a wire decoder in another language would not,
+    so the in-process judge must not either (ERR-4, SIG-1).
+    """
+    if isinstance(a, bool) or isinstance(b, bool) or isinstance(a, float) or isinstance(b, float):
+        return type(a) is type(b) and a == b
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(strictly_equal(x, y) for x, y in zip(a, b, strict=True))
+    if dataclasses.is_dataclass(a) and dataclasses.is_dataclass(b):
+        return type(a) is type(b) and all(
+            strictly_equal(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a)
+        )
+    return a == b
 
 
 def _canon(values: Mapping[str, ErrorValue]) -> dict[str, ErrorValue]:
@@ -199,12 +218,13 @@ class ValueRef:
         return value
 
 
-Relation = Literal["same", "differ", "increasing"]
+Relation = Literal["same", "differ", "increasing", "nonzero"]
 
 _RELATION_TEXT = {
     "same": "all equal",
     "differ": "pairwise different",
     "increasing": "strictly increasing in this order",
+    "nonzero": "each a non-zero id",
 }
 
 
@@ -215,6 +235,8 @@ class RelationCheck:
     where: Where
     relation: Relation
     refs: tuple[ValueRef, ...]
+    #: Requirements a failure of this check adds to the case's own.
+    requires: tuple[str, ...] = ()
 
     def evaluate(self, outcomes: Sequence[Outcome]) -> Failure | None:
         names = ", ".join(ref.name for ref in self.refs)
@@ -222,9 +244,13 @@ class RelationCheck:
         try:
             values = [ref.get(outcomes) for ref in self.refs]
         except LookupError as exc:
-            return Failure(self.where, expected, str(exc))
-        if self.relation == "same":
-            ok = all(v == values[0] for v in values)
+            return Failure(self.where, expected, str(exc), self.requires)
+        if self.relation == "nonzero":
+            # The one comparison with a constant the suite makes: zero is what an
+            # uninitialised id looks like (ID-1), whatever numbering is chosen.
+            ok = all(isinstance(v, int) and not isinstance(v, bool) and v != 0 for v in values)
+        elif self.relation == "same":
+            ok = all(strictly_equal(v, values[0]) for v in values)
         elif self.relation == "differ":
             ok = len({repr(v) for v in values}) == len(values)
         else:
@@ -235,7 +261,7 @@ class RelationCheck:
         if ok:
             return None
         shown = ", ".join(f"{ref.name}={show(v)}" for ref, v in zip(self.refs, values, strict=True))
-        return Failure(self.where, expected, shown)
+        return Failure(self.where, expected, shown, self.requires)
 
 
 Check = OutcomeCheck | RelationCheck

@@ -148,6 +148,17 @@ class _Compiler:
         self.checks.append(OutcomeCheck(where, index, expect or Succeeds()))
         return index
 
+    def _observe_id(self, op: ops.Op, where: Where, requirement: str) -> None:
+        """Read the id an operation just minted and check it is not zero (ID-1, ALLOC-1).
+
+        Every mint is observed, not only the ids a scenario names: a counter that
+        starts at 0 hands 0 to the first object of the process alone, whichever
+        scenario happens to make it. Reading an id has no side effect (ALLOC-12).
+        """
+        index = self._emit(op, where)
+        ref = ValueRef(f"the id minted at {where.step}", index)
+        self.checks.append(RelationCheck(where, "nonzero", (ref,), (requirement,)))
+
     def _handle(self, name: str, kind: str, path: PathKey) -> str:
         actual = self.scope.handles.get(name)
         if actual is None:
@@ -243,12 +254,14 @@ class _Compiler:
         self._bind_handle(args["as"], "model", (*at, "as"), it)
         self.scope.models[args["as"]] = spec
         self._emit(ops.ModelNew(handle=args["as"], spec=spec), where)
+        self._observe_id(ops.ModelInstanceId(model=args["as"]), where, "ID-1")
 
     def _v_reload_model(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         model = self._handle(args["model"], "model", (*at, "model"))
         self._bind_handle(args["as"], "model", (*at, "as"), it)
         self.scope.models[args["as"]] = self.scope.models[model]
         self._emit(ops.ModelReload(model=model, handle=args["as"]), where)
+        self._observe_id(ops.ModelInstanceId(model=args["as"]), where, "ID-1")
 
     def _v_set_hook(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         model = self._handle(args["model"], "model", (*at, "model"))
@@ -257,7 +270,9 @@ class _Compiler:
     def _v_instance_id(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         model = self._handle(args["model"], "model", (*at, "model"))
         index = self._emit(ops.ModelInstanceId(model=model), where)
-        self._bind_value(args["as"], ValueRef(args["as"], index), (*at, "as"), it)
+        ref = ValueRef(args["as"], index)
+        self._bind_value(args["as"], ref, (*at, "as"), it)
+        self.checks.append(RelationCheck(where, "nonzero", (ref,), ("ID-1",)))
 
     def _geometry(self, args: Mapping[str, Any], at: PathKey, base: Geometry | None) -> Geometry:
         fields = ("n_layers", "n_kv_heads", "head_dim", "max_seq_len")
@@ -283,6 +298,7 @@ class _Compiler:
         self._bind_handle(args["as"], "cache", (*at, "as"), it)
         self.scope.caches[args["as"]] = geometry
         self._emit(ops.CacheNew(handle=args["as"], geometry=geometry), where)
+        self._observe_id(ops.CacheAllocId(cache=args["as"]), where, "ALLOC-1")
 
     def _v_append(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
@@ -296,6 +312,7 @@ class _Compiler:
     def _v_clear(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
         self._emit(ops.CacheClear(cache=cache), where)
+        self._observe_id(ops.CacheAllocId(cache=cache), where, "ALLOC-1")
 
     def _v_replace_layer(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
@@ -312,7 +329,9 @@ class _Compiler:
     def _v_alloc_id(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
         index = self._emit(ops.CacheAllocId(cache=cache), where)
-        self._bind_value(args["as"], ValueRef(args["as"], index), (*at, "as"), it)
+        ref = ValueRef(args["as"], index)
+        self._bind_value(args["as"], ref, (*at, "as"), it)
+        self.checks.append(RelationCheck(where, "nonzero", (ref,), ("ALLOC-1",)))
 
     def _v_cache_len(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
@@ -532,15 +551,17 @@ class _Compiler:
 
     # relations
 
-    def _relation(self, relation: str, names: Sequence[str], at: PathKey, where: Where) -> None:
+    def _relation(
+        self, relation: str, names: Sequence[str], at: PathKey, where: Where, minimum: int = 2
+    ) -> None:
         refs: list[ValueRef] = []
         for index, name in enumerate(names):
             found = self.scope.values.get(name)
             if found is None:
                 raise self._fail((*at, index), f"no value named {name!r}")
             refs.extend(found)
-        if len(refs) < 2:
-            raise self._fail(at, f"{relation} needs at least two values")
+        if len(refs) < minimum:
+            raise self._fail(at, f"{relation} needs at least {minimum} values")
         self.checks.append(RelationCheck(where, relation, tuple(refs)))  # type: ignore[arg-type]
 
     def _v_same(self, names: Sequence[str], at: PathKey, where: Where, it: int | None) -> None:
@@ -548,6 +569,9 @@ class _Compiler:
 
     def _v_differ(self, names: Sequence[str], at: PathKey, where: Where, it: int | None) -> None:
         self._relation("differ", names, at, where)
+
+    def _v_nonzero(self, names: Sequence[str], at: PathKey, where: Where, it: _Iter) -> None:
+        self._relation("nonzero", names, at, where, minimum=1)
 
     def _v_increasing(
         self, names: Sequence[str], at: PathKey, where: Where, it: int | None
