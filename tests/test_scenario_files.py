@@ -1,0 +1,181 @@
+"""Malformed scenario files fail loudly, naming the file, the line and the element.
+
+And the pytest plugin shows a failing case the way a user needs to read it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from kvconform.conformance.scenario import load_scenario_file
+from kvconform.conformance.suite import check_references
+from kvconform.conformance.yamlsource import SourceError
+
+REPO = Path(__file__).resolve().parent.parent
+
+GOOD_HEAD = """\
+kvconform: scenarios/1
+area: demo
+scenarios:
+  - id: demo.case.one
+    title: A case
+    class: identity
+    requires: [ALLOC-5]
+    why: catches something specific enough
+    steps:
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "demo.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+@pytest.mark.parametrize(
+    "steps, line, fragment",
+    [
+        (
+            "      - new_cach: {as: c, n_layers: 1, n_kv_heads: 1, head_dim: 1, max_seq_len: 2}\n",
+            10,
+            "new_cach",
+        ),
+        (
+            "      - new_cache: {as: c, n_layers: 0, n_kv_heads: 1, head_dim: 1, max_seq_len: 2}\n",
+            10,
+            "n_layers",
+        ),
+        ("      - append: {cache: nowhere, tokens: 1}\n", 10, "no live cache named 'nowhere'"),
+        (
+            "      - new_model: {as: m, family: llama}\n      - append: {cache: m, tokens: 1}\n",
+            11,
+            "'m' is a model, not a cache",
+        ),
+        (
+            "      - new_model: {as: m, family: llama}\n      - new_model: {as: m, family: llama}\n",
+            11,
+            "still live",
+        ),
+        (
+            "      - new_model: {as: m, family: llama, params: {eps: 1e-5}}\n",
+            10,
+            "reads as a number",
+        ),
+        ("      - same: [a, b]\n", 10, "no value named 'a'"),
+        ("      - check: {session: s, model: m, cache: c, expect: maybe}\n", 10, "maybe"),
+        ("      - verify: {recorded: null, payload: p, expected: e}\n", 10, "no payload named 'p'"),
+    ],
+)
+def test_a_bad_step_names_file_line_and_element(
+    tmp_path: Path, steps: str, line: int, fragment: str
+) -> None:
+    path = _write(tmp_path, GOOD_HEAD + steps)
+    with pytest.raises(SourceError) as caught:
+        load_scenario_file(path)
+    message = str(caught.value)
+    assert f"{path}:{line}" in message, message
+    assert "steps[" in message, message
+    assert fragment in message, message
+
+
+def test_yaml_syntax_errors_name_the_line(tmp_path: Path) -> None:
+    path = _write(tmp_path, GOOD_HEAD + "      - append: {cache: c, tokens: 1\n")
+    with pytest.raises(SourceError) as caught:
+        load_scenario_file(path)
+    assert "not valid YAML" in str(caught.value) and f"{path}:" in str(caught.value)
+
+
+def test_a_file_without_the_format_marker_is_refused(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        GOOD_HEAD.replace("kvconform: scenarios/1", "kvconform: scenarios/9") + "      - drop: x\n",
+    )
+    with pytest.raises(SourceError, match="scenarios/1"):
+        load_scenario_file(path)
+
+
+def test_unknown_requirements_and_duplicate_ids_are_refused(tmp_path: Path) -> None:
+    steps = "      - new_cache: {as: c, n_layers: 1, n_kv_heads: 1, head_dim: 1, max_seq_len: 2}\n"
+    cases = load_scenario_file(_write(tmp_path, GOOD_HEAD.replace("ALLOC-5", "ALLOC-99") + steps))
+    with pytest.raises(SourceError, match="unknown requirement ALLOC-99"):
+        check_references(cases)
+    twice = GOOD_HEAD + steps + GOOD_HEAD.split("scenarios:\n", 1)[1] + steps
+    cases = load_scenario_file(_write(tmp_path, twice))
+    with pytest.raises(SourceError, match="id already used"):
+        check_references(cases)
+
+
+def test_yaml_is_read_with_the_safe_loader_only(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        GOOD_HEAD.replace("title: A case", "title: !!python/object/apply:os.system [echo]")
+        + "      - drop: x\n",
+    )
+    with pytest.raises(SourceError, match="not valid YAML"):
+        load_scenario_file(path)
+
+
+def test_the_plugin_reports_a_failing_case_with_everything_a_reader_needs() -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--kv-suite",
+            "--kv-adapter",
+            "tests.mutants.corpus:TruncateRemints",
+            "-k",
+            "alloc.rewind.keeps-alloc-id",
+            "--rootdir",
+            str(REPO),
+            "-c",
+            "/dev/null",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = result.stdout
+    assert result.returncode == 1, out[-2000:] + result.stderr[-2000:]
+    assert "alloc.rewind.keeps-alloc-id" in out
+    assert "expected:" in out and "actual:" in out
+    assert "requires: ALLOC-5" in out and "why:" in out
+    assert "1 failed" in out
+
+
+def test_the_plugin_skips_undeclared_classes_with_the_reason() -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            "--kv-suite",
+            "--kv-adapter",
+            "tests.fixtures.hash_only_adapter:HashOnly",
+            "-k",
+            "alloc.rewind",
+            "--rootdir",
+            str(REPO),
+            "-c",
+            "/dev/null",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert "does not declare the class identity" in result.stdout
+    assert " passed" not in result.stdout.splitlines()[-1]
