@@ -56,7 +56,8 @@ def _write(tmp_path: Path, text: str) -> Path:
             "'m' is a model, not a cache",
         ),
         (
-            "      - new_model: {as: m, family: llama}\n      - new_model: {as: m, family: llama}\n",
+            "      - new_model: {as: m, family: llama}\n"
+            "      - new_model: {as: m, family: llama}\n",
             11,
             "still live",
         ),
