@@ -1,0 +1,347 @@
+"""The generated differential checks: random programs on an adapter and on the reference.
+
+The adapter under test is the plugin's, so one switch serves scenarios and
+generated checks alike::
+
+    pytest tests/test_generated.py                                   # the reference
+    pytest tests/test_generated.py --kv-adapter mypkg.adapter:make   # in process
+    pytest tests/test_generated.py --kv-adapter-cmd "./my-adapter"   # over stdio
+
+Each property runs in process and over stdio (the same adapter behind
+``python -m kvconform.serve``; with ``--kv-adapter-cmd``, that command).
+
+Budget: ``KVCONFORM_GENERATED_EXAMPLES`` examples per property (default 40,
+for CI) from ``KVCONFORM_GENERATED_SEED`` (default 0; ``random`` for a fresh
+one, printed on failure). A nightly run sets a larger number.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import strategies as st
+from kvconform.conformance import cli, ops, plugin
+from kvconform.conformance.adapters import DEFAULT_ADAPTER
+from kvconform.conformance.adapters.reference import ReferenceAdapter
+from kvconform.conformance.driver import Driver, InProcessDriver
+from kvconform.conformance.generated import PROPERTY_IDS
+from kvconform.conformance.generated.compare import compare, relation_labels, well_formed
+from kvconform.conformance.generated.engine import (
+    PROPERTIES,
+    PROPERTIES_BY_ID,
+    Property,
+    case_result,
+    new_seed,
+    run_property,
+)
+from kvconform.conformance.stdio import StdioDriver
+from kvconform.conformance.values import Broken, Fault, MixOp, Ok, Refused, Signature
+from kvconform.conformance.yamlsource import Document, validate
+
+from tests.mutants import all_mutants
+from tests.variants import all_variants
+
+EXAMPLES = int(os.environ.get("KVCONFORM_GENERATED_EXAMPLES", "40"))
+_SEED = os.environ.get("KVCONFORM_GENERATED_SEED", "0")
+SEED = new_seed() if _SEED == "random" else int(_SEED)
+MUTANTS = {m.name: m for m in all_mutants()}
+
+
+# --- the adapter under test, in process and over stdio ------------------------------
+
+
+@pytest.fixture(scope="module", params=["in-process", "stdio"])
+def driver(request: pytest.FixtureRequest) -> Driver:
+    config = request.config
+    command = config.getoption("kv_adapter_cmd")
+    if request.param == "in-process":
+        if command is not None:
+            pytest.skip("--kv-adapter-cmd names an adapter that runs over stdio only")
+        return plugin.driver_for(config)
+    if command is not None:
+        return plugin.driver_for(config)
+    spec = config.getoption("kv_adapter") or DEFAULT_ADAPTER
+    served = StdioDriver([sys.executable, "-m", "kvconform.serve", "--adapter", spec])
+    request.addfinalizer(served.close)
+    return served
+
+
+def _run(prop: Property, driver: Driver, **kwargs: object) -> None:
+    result = run_property(prop, driver, examples=EXAMPLES, seed=SEED, **kwargs)  # type: ignore[arg-type]
+    if result.verdict == "not_applicable":
+        pytest.skip(result.reason)
+    assert result.verdict == "passed", case_result(result).report()
+
+
+@pytest.mark.parametrize("prop", PROPERTIES, ids=[p.id for p in PROPERTIES])
+def test_the_adapter_agrees_with_the_reference(prop: Property, driver: Driver) -> None:
+    _run(prop, driver)
+
+
+@pytest.mark.parametrize(
+    "variant", all_variants(), ids=[v.name for v in all_variants()]
+)
+def test_correct_variants_raise_no_alarm(variant: object) -> None:
+    """Other ids, wording, storage and key composition are free (CONF-4): no disagreement."""
+    driver = InProcessDriver(variant.factory())  # type: ignore[attr-defined]
+    try:
+        for prop in PROPERTIES:
+            result = run_property(prop, driver, examples=max(10, EXAMPLES // 2), seed=SEED)
+            assert result.verdict in ("passed", "not_applicable"), case_result(result).report()
+    finally:
+        driver.close()
+
+
+# --- it finds misreadings, on its own ----------------------------------------------
+
+#: One mutant per property and kind of misreading; sig-tokens-as-a-float was a gap of
+#: the hand-written suite (Python's == took 2.0 for 2) that the typed comparison closed.
+FOUND = [
+    ("truncate-remints", "generated.key-state-machine"),
+    ("model-id-from-address", "generated.key-state-machine"),
+    ("plan-key-includes-rope", "generated.key-state-machine"),
+    ("instance-ids-start-at-zero", "generated.key-state-machine"),
+    ("hash-str-without-length", "generated.hash"),
+    ("hash-nan-canonicalized", "generated.hash"),
+    ("verify-compatibility-before-honesty", "generated.verify"),
+    ("sig-tokens-as-a-float", "generated.verify"),
+]
+
+
+@pytest.mark.parametrize("name, prop_id", FOUND, ids=[name for name, _ in FOUND])
+def test_the_generated_checks_find_a_mutant(name: str, prop_id: str) -> None:
+    if name not in MUTANTS:
+        pytest.skip(f"the corpus has no mutant {name!r} any more")
+    driver = InProcessDriver(MUTANTS[name].factory())
+    result = run_property(PROPERTIES_BY_ID[prop_id], driver, examples=200, seed=SEED,
+                          shrink_seconds=1.0)
+    assert result.verdict == "failed", f"{name} survived {prop_id}: {result.reason}"
+    cx = result.counterexample
+    assert cx is not None
+    assert len(cx.program) <= 12, cx.listing()  # shrunk
+    report = case_result(result).report()
+    assert f"--seed {SEED}" in report and "reproduce" in report
+
+
+def test_the_same_seed_gives_the_same_counterexample() -> None:
+    mutant = MUTANTS["truncate-remints"]
+    found = [
+        run_property(PROPERTIES[0], InProcessDriver(mutant.factory()), examples=60, seed=11,
+                     shrink_seconds=1.0).counterexample
+        for _ in range(2)
+    ]
+    assert found[0] is not None and found[1] is not None
+    assert found[0].program == found[1].program
+
+
+# --- how outcomes are judged -------------------------------------------------------
+
+
+def _ids(*values: int) -> tuple[list[ops.Op], list[Ok]]:
+    program: list[ops.Op] = [ops.CacheAllocId(cache="c") for _ in values]
+    return program, [Ok(v) for v in values]
+
+
+def test_ids_are_judged_by_equality_and_order_only() -> None:
+    program, reference = _ids(1, 1, 2, 5)
+    assert compare(program, reference, _ids(10**12, 10**12, 10**12 + 13, 10**12 + 26)[1]) is None
+    swapped = compare(program, reference, _ids(7, 7, 9, 8)[1])
+    assert swapped is not None and swapped.index == 3 and swapped.related_to == 2
+    merged = compare(program, reference, _ids(3, 4, 4, 5)[1])
+    assert merged is not None and merged.index == 1
+    assert "equal to" in merged.expected and "greater than" in merged.actual
+
+
+def test_an_id_of_zero_is_a_disagreement() -> None:
+    program, reference = _ids(1, 2)
+    mismatch = compare(program, reference, _ids(0, 1)[1])
+    assert mismatch is not None and mismatch.requires == ("ALLOC-1",)
+
+
+def test_plan_keys_are_judged_by_equality_only() -> None:
+    program = [ops.PlanKey(identity=None) for _ in range(3)]  # type: ignore[arg-type]
+    reference = [Ok(5), Ok(9), Ok(5)]
+    assert compare(program, reference, [Ok(3), Ok(1), Ok(3)]) is None
+    assert compare(program, reference, [Ok(3), Ok(3), Ok(3)]) is not None
+    assert relation_labels(program, reference) == {0: "plan key A", 1: "plan key B",
+                                                   2: "plan key A"}
+
+
+def test_errors_are_judged_without_their_message_and_values_with_their_type() -> None:
+    op = ops.CacheAppend(cache="c", tokens=9)
+    fault = Fault("capacity_exceeded", "max_seq_len", None, {"capacity": 8, "requested": 9}, "x")
+    reworded = Fault("capacity_exceeded", "max_seq_len", None,
+                     {"requested": 9, "capacity": 8}, "no room")
+    assert compare([op], [Refused(fault)], [Refused(reworded)]) is None
+    other = Fault("capacity_exceeded", "max_seq_len", None, {"capacity": 8, "requested": 1})
+    assert compare([op], [Refused(fault)], [Refused(other)]) is not None
+    floated = Fault("capacity_exceeded", "max_seq_len", None, {"capacity": 8.0, "requested": 9})
+    assert compare([op], [Refused(fault)], [Refused(floated)]) is not None
+
+
+def test_signatures_and_lengths_are_judged_with_their_types() -> None:
+    sig = Signature(1, "m", 1, 1, 1, "f32", 2)
+    measure = ops.Measure(model="m", payload=())
+    assert compare([measure], [Ok(sig)], [Ok(sig)]) is None
+    floated = Signature(1, "m", 1, 1, 1, "f32", 2.0)  # type: ignore[arg-type]
+    assert compare([measure], [Ok(sig)], [Ok(floated)]) is not None
+    length = ops.CacheLen(cache="c")
+    assert compare([length], [Ok(1)], [Ok(True)]) is not None
+
+
+def test_an_adapter_failure_is_a_disagreement() -> None:
+    op = ops.CacheLen(cache="c")
+    assert compare([op], [Ok(1)], [Broken("crashed")]) is not None
+
+
+def test_well_formed_programs_use_live_handles_and_declared_hooks() -> None:
+    from kvconform.conformance.values import ModelSpec
+
+    spec = ModelSpec("llama", (), (("lora", False),))
+    made = [ops.ModelNew(handle="m1", spec=spec)]
+    assert well_formed([*made, ops.ModelSetHook(model="m1", hook="lora", present=True)])
+    assert not well_formed([*made, ops.ModelSetHook(model="m1", hook="other", present=True)])
+    assert not well_formed([*made, ops.Drop(handle="m1"), ops.ModelInstanceId(model="m1")])
+    assert well_formed([ops.Measure(model="not-a-handle", payload=())])
+
+
+def test_a_program_the_reference_cannot_run_is_a_harness_error() -> None:
+    """The generator's fault is never blamed on the adapter."""
+    bad = Property(
+        id="generated.bad", title="t", cls="identity", requires=(), why="w",
+        not_applicable=lambda info: None,
+        programs=lambda info: st.just((ops.CacheLen(cache="nowhere"),)),
+    )
+    result = run_property(bad, InProcessDriver(ReferenceAdapter()), examples=3, seed=0)
+    assert result.verdict == "error", result
+    assert "outside the preconditions" in result.reason
+    assert case_result(result).verdict == "failed"
+
+
+def test_hash_programs_travel_as_one_hash_batch_over_stdio() -> None:
+    sent: list[str] = []
+
+    def trace(direction: str, line: bytes) -> None:
+        if direction == "send":
+            sent.append(json.loads(line)["op"])
+
+    driver = StdioDriver([sys.executable, "-m", "kvconform.serve"], trace=trace)
+    try:
+        result = run_property(PROPERTIES_BY_ID["generated.hash"], driver, examples=5, seed=0)
+    finally:
+        driver.close()
+    assert result.verdict == "passed", case_result(result).report()
+    assert "hash_batch" in sent and "hash" not in sent
+
+
+def test_a_class_the_adapter_does_not_declare_is_not_applicable() -> None:
+    from tests.fixtures.hash_only_adapter import HashOnly
+
+    driver = InProcessDriver(HashOnly())  # type: ignore[arg-type]
+    verdicts = {p.id: run_property(p, driver, examples=5, seed=0).verdict for p in PROPERTIES}
+    assert verdicts == {
+        "generated.key-state-machine": "not_applicable",
+        "generated.hash": "passed",
+        "generated.verify": "not_applicable",
+    }
+
+
+# --- kvconform run --generated ------------------------------------------------------
+
+
+def _cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = cli.main(list(argv), out, err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_run_generated_adds_cases_and_prints_the_seed(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    status, out, err = _cli("run", "--allow-modified", "--quiet", "--generated", "10",
+                            "--seed", "5", "--id", "generated.*", "--json", str(report))
+    assert status == cli.EXIT_OK, out + err
+    assert "seed 5 (reproduce with --generated 10 --seed 5)" in out
+    data = json.loads(report.read_text())
+    validate(Document("report.json", data, {}), "report")
+    assert [(r["id"], r["kind"], r["verdict"]) for r in data["results"]] == [
+        (pid, "generated", "passed") for pid in PROPERTY_IDS
+    ]
+    assert data["selection"]["generated"] == {"examples": 10, "seed": 5}
+
+
+def test_run_generated_fails_and_exports_against_a_mutant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kvconform.conformance.generated import engine
+
+    monkeypatch.setattr(engine, "SHRINK_SECONDS", 1.0)
+    directory = tmp_path / "found"
+    status, out, err = _cli(
+        "run", "--allow-modified", "--quiet", "--adapter", MUTANTS["truncate-remints"].spec,
+        "--generated", "60", "--seed", "1", "--id", "generated.key-*",
+        "--export-counterexamples", str(directory),
+    )
+    assert status == cli.EXIT_FAILED, out + err
+    assert "generated generated.key-state-machine failed" in out
+    written = sorted(directory.glob("*.yaml"))
+    assert len(written) == 1 and f"wrote counterexample scenario {written[0]}" in err
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["run", "--allow-modified", "--seed", "3"], "--seed needs --generated N"),
+        (["run", "--allow-modified", "--export-counterexamples", "x"],
+         "--export-counterexamples needs --generated"),
+        (["run", "--allow-modified", "--generated", "0"], "must be at least 1"),
+    ],
+)
+def test_generated_options_are_checked(argv: list[str], fragment: str) -> None:
+    status, _, err = _cli(*argv)
+    assert status == cli.EXIT_USAGE and fragment in err
+
+
+def test_without_generated_nothing_changes() -> None:
+    status, out, _ = _cli("list", "--id", "generated.*")
+    assert status == cli.EXIT_USAGE or "0 case(s)" in out
+
+
+def test_hash_programs_hold_every_kind_of_mix() -> None:
+    """The hash strategy reaches NaN payloads, signed zeros, astral strings, u64 extremes,
+    a finish mid-sequence and long repeated bytes."""
+    from hypothesis import given, settings
+    from kvconform.conformance.generated import strategies
+
+    seen: set[str] = set()
+
+    @settings(max_examples=300, database=None, deadline=None, derandomize=True)
+    @given(strategies.hash_programs())
+    def collect(program: tuple[ops.Hash, ...]) -> None:
+        for op in program:
+            mixes: tuple[MixOp, ...] = op.program
+            for i, mix in enumerate(mixes):
+                seen.add(mix.kind)
+                if mix.kind == "f64" and isinstance(mix.value, int):
+                    if (mix.value >> 52) & 0x7FF == 0x7FF and mix.value & ((1 << 52) - 1):
+                        seen.add("nan")
+                    if mix.value == 1 << 63:
+                        seen.add("-0.0")
+                    if (mix.value >> 52) & 0x7FF == 0 and mix.value & ((1 << 52) - 1):
+                        seen.add("subnormal")
+                if isinstance(mix.value, str) and any(ord(c) > 0xFFFF for c in mix.value):
+                    seen.add("astral")
+                if mix.kind == "u64" and mix.value == (1 << 64) - 1:
+                    seen.add("u64-max")
+                if mix.kind == "bytes" and mix.repeat > 1:
+                    seen.add("repeat")
+                if mix.kind == "finish" and i < len(mixes) - 1:
+                    seen.add("finish-mid")
+
+    collect()
+    assert {"nan", "-0.0", "subnormal", "astral", "u64-max", "repeat", "finish-mid",
+            "present", "instance", "bytes"} <= seen

@@ -1,0 +1,49 @@
+"""The kill matrix: the generated checks alone, the suite alone and both, against every mutant.
+
+Slow (minutes), so it runs only when asked::
+
+    KVCONFORM_MUTANT_MATRIX=1 python -m pytest tests/test_generated_mutants.py -s
+    KVCONFORM_MUTANT_MATRIX=matrix.json ...   # also write the matrix as JSON
+
+The same from the command line, with more knobs::
+
+    python -m kvconform.conformance.generated --against-mutants --examples 500 --seeds 0,1
+
+What it holds: no correct variant is "killed" by the generated checks (a false
+alarm would mean they judge something the specification leaves free), and the
+generated checks kill a large share of the corpus with no hand-written case.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from kvconform.conformance.generated.matrix import kill_matrix, load_subjects
+
+pytestmark = [
+    pytest.mark.skipif(
+        not os.environ.get("KVCONFORM_MUTANT_MATRIX"),
+        reason="slow: set KVCONFORM_MUTANT_MATRIX=1 (or a JSON file name) to run the kill matrix",
+    ),
+]
+
+EXAMPLES = int(os.environ.get("KVCONFORM_GENERATED_EXAMPLES", "200"))
+
+
+def test_kill_matrix() -> None:
+    mutants = load_subjects("tests.mutants", "all_mutants")
+    variants = load_subjects("tests.variants", "all_variants")
+    matrix = kill_matrix(mutants, variants, examples=EXAMPLES, seeds=(0,))
+    print("\n" + matrix.render())
+    target = os.environ["KVCONFORM_MUTANT_MATRIX"]
+    if target not in ("1", "true", "yes"):
+        import json
+
+        Path(target).write_text(json.dumps(matrix.to_json(), indent=2) + "\n", encoding="utf-8")
+    counts = matrix.counts()
+    assert counts["false_alarms"] == 0, matrix.render()
+    assert counts["generated"] >= 0.8 * counts["mutants"], matrix.render()
+    problems = [r.subject.name for r in matrix.mutants if r.problem]
+    assert not problems, matrix.render()
