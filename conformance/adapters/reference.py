@@ -71,6 +71,19 @@ def cache_geometry(g: Geometry) -> kv_cache.CacheGeometry:
     return kv_cache.CacheGeometry(g.n_layers, g.n_kv_heads, g.head_dim, g.max_seq_len, g.dtype)
 
 
+def plan_identity(identity: PlanIdentity) -> plan.PlanIdentity:
+    """The reference's form of a ``plan_key`` probe's components."""
+    return plan.PlanIdentity(
+        family=identity.model.family,
+        params=identity.model.param_map(),
+        hooks=identity.model.hook_map(),
+        instance=identity.instance,
+        alloc=identity.alloc,
+        geometry=cache_geometry(identity.geometry),
+        step_tokens=identity.step_tokens,
+    )
+
+
 def stored_layers(payload: Payload) -> list[signature.StoredLayer]:
     """Real f32 buffers of the described lengths (the payload's evidence)."""
     return [_stored_layer(index, layer) for index, layer in enumerate(payload)]
@@ -185,15 +198,7 @@ class ReferenceAdapter:
 
     # plan
     def plan_key(self, identity: PlanIdentity) -> int:
-        return plan.PlanIdentity(
-            family=identity.model.family,
-            params=identity.model.param_map(),
-            hooks=identity.model.hook_map(),
-            instance=identity.instance,
-            alloc=identity.alloc,
-            geometry=cache_geometry(identity.geometry),
-            step_tokens=identity.step_tokens,
-        ).key()
+        return plan_identity(identity).key()
 
     def session_new(
         self, m: model.Model, cache: kv_cache.KvCache, step_tokens: int

@@ -30,6 +30,7 @@ from kvconform.conformance.adapters.reference import (
     fault_of,
     from_signature,
     model_config,
+    plan_identity,
     stored_layers,
     to_signature,
 )
@@ -202,15 +203,7 @@ class KeyedPlan(plan.DecodePlan):
 
 def probe_identity(identity: values.PlanIdentity) -> plan.PlanIdentity:
     """The reference adapter's conversion of a ``plan_key`` probe."""
-    return plan.PlanIdentity(
-        family=identity.model.family,
-        params=identity.model.param_map(),
-        hooks=identity.model.hook_map(),
-        instance=identity.instance,
-        alloc=identity.alloc,
-        geometry=cache_geometry(identity.geometry),
-        step_tokens=identity.step_tokens,
-    )
+    return plan_identity(identity)
 
 
 class PlanAdapter(ReferenceAdapter):

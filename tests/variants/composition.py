@@ -25,7 +25,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvconform.conformance.adapters.reference import ReferenceAdapter, cache_geometry
+from kvconform.conformance.adapters.reference import (
+    ReferenceAdapter,
+    plan_identity,
+)
 from kvconform.conformance.values import AdapterInfo, PlanIdentity, StepInputs
 from kvconform.reference import kv_cache, model, plan
 from kvconform.reference.hasher import KeyHasher
@@ -75,18 +78,7 @@ class BackToFrontComposition(ReferenceAdapter):
         return replace(super().describe(), name="variant-back-to-front")
 
     def plan_key(self, identity: PlanIdentity) -> int:
-        spec = identity.model
-        return key(
-            plan.PlanIdentity(
-                spec.family,
-                spec.param_map(),
-                spec.hook_map(),
-                identity.instance,
-                identity.alloc,
-                cache_geometry(identity.geometry),
-                identity.step_tokens,
-            )
-        )
+        return key(plan_identity(identity))
 
     def session_new(  # type: ignore[override]
         self, m: model.Model, cache: kv_cache.KvCache, step_tokens: int

@@ -20,7 +20,10 @@ from __future__ import annotations
 import struct
 from dataclasses import replace
 
-from kvconform.conformance.adapters.reference import ReferenceAdapter, cache_geometry
+from kvconform.conformance.adapters.reference import (
+    ReferenceAdapter,
+    plan_identity,
+)
 from kvconform.conformance.values import AdapterInfo, MixOp, PlanIdentity, StepInputs
 from kvconform.reference import kv_cache, model, plan
 
@@ -150,18 +153,7 @@ class ShiftAddFnv(ReferenceAdapter):
         return run(program)
 
     def plan_key(self, identity: PlanIdentity) -> int:
-        spec = identity.model
-        return key(
-            plan.PlanIdentity(
-                spec.family,
-                spec.param_map(),
-                spec.hook_map(),
-                identity.instance,
-                identity.alloc,
-                cache_geometry(identity.geometry),
-                identity.step_tokens,
-            )
-        )
+        return key(plan_identity(identity))
 
     def session_new(  # type: ignore[override]
         self, m: model.Model, cache: kv_cache.KvCache, step_tokens: int
