@@ -106,12 +106,12 @@ class ErrorIs:
         if not isinstance(outcome, Refused):
             return want, describe(outcome), ()
         fault = outcome.fault
-        got, want = _canon(fault.values), _canon(self.values)
+        got, wanted = _canon(fault.values), _canon(self.values)
         if (
             (fault.kind, fault.field) != (self.kind, self.field)
             or not strictly_equal(fault.layer, self.layer)
-            or got.keys() != want.keys()
-            or not all(strictly_equal(got[k], want[k]) for k in want)
+            or got.keys() != wanted.keys()
+            or not all(strictly_equal(got[k], wanted[k]) for k in wanted)
         ):
             return want, describe(outcome), ()
         missing = message_omissions(fault)
@@ -124,7 +124,44 @@ class ErrorIs:
         return None
 
 
-Expectation = Succeeds | Validity | ValueIs | SignatureIs | ErrorIs
+@dataclass(frozen=True)
+class ShapeMismatchIs:
+    """A replacement layer of another shape: refused on the first differing field (ALLOC-17).
+
+    ``differing`` lists every field that differs as (field, the cache's value,
+    the replacement's value), in the default order; which one is reported
+    depends on the order the implementation declares (``replace_layer_order``).
+    """
+
+    layer: int
+    differing: tuple[tuple[str, int, int], ...]
+
+    def in_order(self, order: Sequence[str]) -> ErrorIs:
+        name, expected, found = min(self.differing, key=lambda d: order.index(d[0]))
+        return ErrorIs(
+            "layer_shape_mismatch", name, self.layer, {"expected": expected, "found": found}
+        )
+
+    def judge(self, outcome: Outcome) -> tuple[str, str, tuple[str, ...]] | None:
+        return self.in_order([d[0] for d in self.differing]).judge(outcome)
+
+
+@dataclass(frozen=True)
+class Refuses:
+    """A must-not-succeed probe: any refusal passes, any ``ok`` answer fails (CONF-9).
+
+    Used where the specification requires a refusal but gives it no normative
+    kind (HASH-12, HASH-13, ALLOC-14, ALLOC-15's ``refuse``): a typed error, an
+    adapter ``failure`` or an ``error`` answer all count as refusing.
+    """
+
+    def judge(self, outcome: Outcome) -> tuple[str, str, tuple[str, ...]] | None:
+        if isinstance(outcome, Ok):
+            return "a refusal (any error or failure answer)", describe(outcome), ()
+        return None
+
+
+Expectation = Succeeds | Validity | ValueIs | SignatureIs | ErrorIs | ShapeMismatchIs | Refuses
 
 
 def strictly_equal(a: object, b: object) -> bool:

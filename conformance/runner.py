@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from .checks import Failure
+from .checks import Failure, OutcomeCheck, Refuses
+from .declarations import adapt, capability_missing, option_not_declared
 from .driver import Driver
 from .scenario import Case
 from .values import AdapterInfo, Broken
@@ -56,6 +57,8 @@ def profile_not_declared(case: Case, info: AdapterInfo) -> str | None:
 SKIPS: tuple[Callable[[Case, AdapterInfo], str | None], ...] = (
     class_not_claimed,
     profile_not_declared,
+    option_not_declared,
+    capability_missing,
 )
 
 
@@ -71,6 +74,7 @@ def run_case(case: Case, driver: Driver) -> CaseResult:
     reason = not_applicable(case, driver.info)
     if reason:
         return CaseResult(case, "not_applicable", reason=reason)
+    case = adapt(case, driver.info)
     start = time.perf_counter()
     outcomes = driver.run(case.program)
     seconds = time.perf_counter() - start
@@ -88,7 +92,11 @@ def run_case(case: Case, driver: Driver) -> CaseResult:
             failures.append(failure)
     # An adapter failure explains everything after it; report it first.
     failures.sort(key=lambda f: not f.actual.startswith("adapter failure"))
-    if any(isinstance(o, Broken) for o in outcomes) and not failures:
+    probes = {
+        c.op_index for c in case.checks if isinstance(c, OutcomeCheck) and isinstance(c.expect, Refuses)
+    }
+    broken = (i for i, o in enumerate(outcomes) if isinstance(o, Broken) and i not in probes)
+    if next(broken, None) is not None and not failures:
         failures.append(Failure(case.checks[0].where, "no adapter failure", "adapter failure"))
     verdict: Verdict = "failed" if failures else "passed"
     return CaseResult(case, verdict, tuple(failures), seconds=seconds)

@@ -26,6 +26,8 @@ from .checks import (
     Expectation,
     OutcomeCheck,
     RelationCheck,
+    Refuses,
+    ShapeMismatchIs,
     SignatureIs,
     Succeeds,
     Validity,
@@ -34,6 +36,7 @@ from .checks import (
     Where,
 )
 from .values import (
+    SHAPE_FIELDS,
     Geometry,
     LayerDesc,
     MixOp,
@@ -65,6 +68,16 @@ class Case:
     profile: int | None = None
     area: str = ""
     kind: str = "scenario"
+    #: The decisions of this specification the verdict rests on (spec/README.md,
+    #: Decisions); empty when it rests on the seeds' semantics alone (CONF-8).
+    basis: tuple[str, ...] = ()
+    #: The option values the case assumes (CONF-6).
+    options: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def basis_kind(self) -> str:
+        """``seed`` or ``decision``: whether a failure is about safety or about policy."""
+        return "decision" if self.basis else "seed"
 
     @property
     def file_name(self) -> str:
@@ -135,6 +148,8 @@ class _Compiler:
             program=tuple(self.program),
             checks=tuple(self.checks),
             area=self.area,
+            basis=() if raw["basis"] == "seed" else tuple(raw["basis"]),
+            options=tuple(sorted(raw.get("options", {}).items())),
         )
 
     # -- plumbing
@@ -307,7 +322,8 @@ class _Compiler:
 
     def _v_truncate(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
-        self._emit(ops.CacheTruncate(cache=cache, length=args["to"]), where)
+        expect = Refuses() if args.get("expect_refusal") else None
+        self._emit(ops.CacheTruncate(cache=cache, length=args["to"]), where, expect)
 
     def _v_clear(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
@@ -316,7 +332,11 @@ class _Compiler:
 
     def _v_replace_layer(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
-        expect = self._error(args["expect_error"]) if "expect_error" in args else None
+        expect: Expectation | None = None
+        if "expect_error" in args:
+            expect = self._error(args["expect_error"])
+            if expect.kind == "layer_shape_mismatch":
+                expect = self._shape_mismatch(expect, self.scope.caches[cache], args, at)
         op = ops.CacheReplaceLayer(
             cache=cache,
             layer=args["layer"],
@@ -325,6 +345,29 @@ class _Compiler:
             max_seq_len=args.get("max_seq_len"),
         )
         self._emit(op, where, expect)
+
+    def _shape_mismatch(
+        self, stated: ErrorIs, geometry: Geometry, args: _Args, at: PathKey
+    ) -> ShapeMismatchIs:
+        """Every differing field, so the declared check order picks the reported one (ALLOC-17).
+
+        The scenario states the error under the default order; that statement is
+        checked here against the fields the step actually changes.
+        """
+        differing = tuple(
+            (name, getattr(geometry, name), args[name])
+            for name in SHAPE_FIELDS
+            if name in args and args[name] != getattr(geometry, name)
+        )
+        if not differing or stated.layer is None:
+            raise self._fail((*at, "expect_error"), "no shape field differs from the cache's")
+        expect = ShapeMismatchIs(stated.layer, differing)
+        if expect.in_order(SHAPE_FIELDS) != stated:
+            raise self._fail(
+                (*at, "expect_error"),
+                f"under the default order the error is {expect.in_order(SHAPE_FIELDS)}",
+            )
+        return expect
 
     def _v_alloc_id(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
@@ -394,9 +437,24 @@ class _Compiler:
             geometry=self._geometry(args, at, base.geometry if base else None),
             step_tokens=args.get("step_tokens", base.step_tokens if base else 1),
         )
-        index = self._emit(ops.PlanKey(identity=identity), where)
+        probe = bool(args.get("expect_refusal"))
+        self._admissible(probe, _unmixable_in_key(identity), at)
+        index = self._emit(ops.PlanKey(identity=identity), where, Refuses() if probe else None)
+        if probe:
+            if "as" in args:
+                raise self._fail((*at, "as"), "a probe that must be refused yields no key to name")
+            return
+        if "as" not in args:
+            raise self._fail(at, "plan_key needs 'as'")
         self._bind_value(args["as"], ValueRef(args["as"], index), (*at, "as"), it)
         self.scope.keys[args["as"]] = identity
+
+    def _admissible(self, probe: bool, unmixable: str | None, at: PathKey) -> None:
+        """Values no primitive may mix appear only in must-not-succeed probes (HASH-12, HASH-13)."""
+        if unmixable and not probe:
+            raise self._fail(at, f"{unmixable}: only a step with expect_refusal may hold it")
+        if probe and not unmixable:
+            raise self._fail(at, "expect_refusal on a step that holds nothing to refuse")
 
     # hash
 
@@ -407,8 +465,12 @@ class _Compiler:
             raise self._fail((*at, "ops"), "a hash program must end with a finish op")
         if program[-1].kind != "finish":
             raise self._fail((*at, "ops"), "a hash program must end with a finish op")
-        expect = None
+        probe = bool(args.get("expect_refusal"))
+        self._admissible(probe, _unmixable_in_program(program), at)
+        expect: Expectation | None = Refuses() if probe else None
         if "expect" in args:
+            if probe:
+                raise self._fail((*at, "expect"), "a probe that must be refused has no values")
             if len(args["expect"]) != finishes:
                 raise self._fail(
                     (*at, "expect"), f"{finishes} finish ops but {len(args['expect'])} values"
@@ -583,6 +645,45 @@ _NUMBERLIKE = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|[-+]?(inf|nan)"
 
 #: Error kinds whose field is fixed by the kind (ERR-2), so a scenario need not say it.
 _IMPLIED_FIELDS = {"unsupported_format": "format_version", "capacity_exceeded": "max_seq_len"}
+
+
+_U64_MAX = (1 << 64) - 1
+
+
+def _unmixable(value: object) -> str | None:
+    """Why no primitive may mix ``value`` (HASH-12, HASH-13), or ``None``."""
+    if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= _U64_MAX:
+        return f"the integer {value} is outside 0 .. 2^64-1 (HASH-12)"
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"the string {value.encode('utf-8', 'backslashreplace').decode()!r} has no UTF-8 form (HASH-13)"
+    return None
+
+
+def _unmixable_in_program(program: Sequence[MixOp]) -> str | None:
+    for mix in program:
+        found = _unmixable(mix.value) if mix.kind in ("u64", "instance", "str") else None
+        if mix.kind == "f64" and isinstance(mix.value, int):
+            found = _unmixable(mix.value)
+        if found:
+            return found
+    return None
+
+
+def _unmixable_in_key(identity: PlanIdentity) -> str | None:
+    spec = identity.model
+    candidates: list[object] = [spec.family, identity.instance, identity.alloc]
+    for name, value in spec.params:
+        candidates += [name, value]
+    candidates += [name for name, _ in spec.hooks]
+    candidates += [identity.geometry.dtype]
+    for value in candidates:
+        found = _unmixable(value)
+        if found:
+            return found
+    return None
 
 
 def _layer(n_kv_heads: int, head_dim: int, tokens: int) -> LayerDesc:

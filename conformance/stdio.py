@@ -199,7 +199,19 @@ def info_to_wire(info: AdapterInfo) -> dict[str, Any]:
         "protocol": PROTOCOL_VERSION,
         "classes": sorted(info.classes),
         "format": {"writes": info.format_writes, "reads": sorted(info.format_reads)},
+        "options": dict(info.options),
+        "capabilities": capabilities_to_wire(info),
     }
+
+
+def capabilities_to_wire(info: AdapterInfo) -> dict[str, Any]:
+    """The ``capabilities`` object of a ``hello`` answer (CONF-7); defaults left out."""
+    caps: dict[str, Any] = {"raw_fold": info.raw_fold}
+    if info.dtypes is not None:
+        caps["dtypes"] = sorted(info.dtypes)
+    if info.key_schema is not None:
+        caps["key_schema"] = {f: dict(p) for f, p in info.key_schema.items()}
+    return caps
 
 
 def info_from_wire(raw: object) -> AdapterInfo:
@@ -234,14 +246,55 @@ def info_from_wire(raw: object) -> AdapterInfo:
         isinstance(v, int) and not isinstance(v, bool) for v in reads
     ):
         raise ops.WireError("hello result.format.reads: expected a list of integers")
-    return AdapterInfo(
+    options = raw.get("options", {})
+    if not isinstance(options, Mapping) or not all(
+        isinstance(v, str) for v in options.values()
+    ):
+        raise ops.WireError("hello result.options: expected an object of option names to strings")
+    caps = raw.get("capabilities", {})
+    if not isinstance(caps, Mapping):
+        raise ops.WireError("hello result.capabilities: expected an object")
+    unknown_caps = sorted(set(caps) - {"raw_fold", "dtypes", "key_schema"})
+    if unknown_caps:
+        raise ops.WireError(
+            f"hello result.capabilities: unknown capability {', '.join(unknown_caps)} "
+            "(the capabilities are raw_fold, dtypes, key_schema)"
+        )
+    raw_fold = caps.get("raw_fold", True)
+    if not isinstance(raw_fold, bool):
+        raise ops.WireError("hello result.capabilities.raw_fold: expected true or false")
+    dtypes = caps.get("dtypes")
+    if dtypes is not None and (
+        not isinstance(dtypes, list) or not all(isinstance(d, str) for d in dtypes)
+    ):
+        raise ops.WireError("hello result.capabilities.dtypes: expected a list of dtype names")
+    schema = caps.get("key_schema")
+    if schema is not None and (
+        not isinstance(schema, Mapping)
+        or not all(
+            isinstance(p, Mapping) and all(isinstance(t, str) for t in p.values())
+            for p in schema.values()
+        )
+    ):
+        raise ops.WireError(
+            "hello result.capabilities.key_schema: expected {family: {parameter: type}}"
+        )
+    info = AdapterInfo(
         name=raw["name"],
         version=raw["version"],
         language=raw["language"],
         classes=frozenset(classes),
         format_writes=writes,
         format_reads=frozenset(reads),
+        options=dict(options),
+        raw_fold=raw_fold,
+        dtypes=None if dtypes is None else frozenset(dtypes),
+        key_schema=None if schema is None else {f: dict(p) for f, p in schema.items()},
     )
+    problems = info.problems()
+    if problems:
+        raise ops.WireError(f"hello result.{problems[0]}")
+    return info
 
 
 def _clip(text: str, limit: int = 200) -> str:

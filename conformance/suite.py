@@ -47,6 +47,11 @@ class Requirement:
     def group(self) -> str:
         return self.id.rsplit("-", 1)[0]
 
+    @property
+    def withdrawn(self) -> bool:
+        """Withdrawn requirements keep their id and line, marked, and are never cited (CONF-5)."""
+        return self.text.startswith("*Withdrawn")
+
 
 @cache
 def requirements() -> Mapping[str, Requirement]:

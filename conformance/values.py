@@ -133,8 +133,51 @@ class Fault:
 
 
 @dataclass(frozen=True)
+class OptionSpec:
+    """A decision with more than one safe answer, which an implementation declares (CONF-6).
+
+    ``values`` are the allowed answers, ``default`` the one assumed when an
+    adapter declares nothing; ``requirement`` is the requirement that states
+    the option (spec/README.md lists each with the argument why every value is safe).
+    """
+
+    name: str
+    values: tuple[str, ...]
+    default: str
+    requirement: str
+
+
+#: The order ALLOC-17 checks a replacement layer's shape in, unless declared otherwise.
+SHAPE_FIELDS = ("n_kv_heads", "head_dim", "max_seq_len")
+
+
+def _orders() -> tuple[str, ...]:
+    from itertools import permutations
+
+    return tuple(",".join(p) for p in permutations(SHAPE_FIELDS))
+
+
+#: Every option of this specification (CONF-6), by name.
+OPTIONS: Mapping[str, OptionSpec] = {
+    o.name: o
+    for o in (
+        OptionSpec("truncate_past_length", ("noop", "refuse"), "noop", "ALLOC-15"),
+        OptionSpec("append_past_capacity", ("refuse", "grow"), "refuse", "ALLOC-16"),
+        OptionSpec("replace_layer_order", _orders(), ",".join(SHAPE_FIELDS), "ALLOC-17"),
+        OptionSpec("clear_mints", ("eager", "lazy"), "eager", "ALLOC-18"),
+        OptionSpec("hook_toggle", ("keeps_instance", "remints_instance"), "keeps_instance", "ID-9"),
+        OptionSpec("plan_key_cache_heads", ("keyed", "implied"), "keyed", "PLAN-15"),
+        OptionSpec("plan_key_params", ("named", "fixed"), "named", "PLAN-17"),
+    )
+}
+
+#: A parameter type in a fixed per-family key schema (PLAN-17).
+PARAM_TYPES = ("u64", "f64", "str")
+
+
+@dataclass(frozen=True)
 class AdapterInfo:
-    """What an implementation says about itself (CONF-2)."""
+    """What an implementation says about itself (CONF-2, CONF-6, CONF-7)."""
 
     name: str
     version: str
@@ -142,6 +185,47 @@ class AdapterInfo:
     classes: frozenset[str]
     format_writes: int | None = 1
     format_reads: frozenset[int] = frozenset({1})
+    #: Declared option values (CONF-6); an option not listed takes its default.
+    options: Mapping[str, str] = _field(default_factory=dict)
+    #: Capability: the raw byte fold is reachable (HASH-14).
+    raw_fold: bool = True
+    #: Capability: the dtype names the implementation's types can hold (SIG-14);
+    #: ``None`` when any name is held as a string.
+    dtypes: frozenset[str] | None = None
+    #: Capability, with ``plan_key_params: fixed``: per family, the parameters
+    #: the key holds and their types (PLAN-17).
+    key_schema: Mapping[str, Mapping[str, str]] | None = None
+
+    def option(self, name: str) -> str:
+        """The value the implementation answers the option with (CONF-6)."""
+        return self.options.get(name, OPTIONS[name].default)
+
+    def problems(self) -> list[str]:
+        """What is wrong with this self-description (an adapter-start error if any)."""
+        found = []
+        for name, value in self.options.items():
+            spec = OPTIONS.get(name)
+            if spec is None:
+                found.append(f"options.{name}: no such option (the options are {', '.join(OPTIONS)})")
+            elif value not in spec.values:
+                found.append(
+                    f"options.{name}: {value!r} is not one of {', '.join(spec.values)}"
+                )
+        if self.dtypes is not None and "f32" not in self.dtypes:
+            found.append("capabilities.dtypes: must hold f32, the element type of profile v1")
+        fixed = self.option("plan_key_params") == "fixed"
+        if fixed and not self.key_schema:
+            found.append("options.plan_key_params is fixed but capabilities.key_schema is empty")
+        if not fixed and self.key_schema is not None:
+            found.append("capabilities.key_schema is given but options.plan_key_params is not fixed")
+        for family, params in (self.key_schema or {}).items():
+            for pname, ptype in params.items():
+                if ptype not in PARAM_TYPES:
+                    found.append(
+                        f"capabilities.key_schema.{family}.{pname}: {ptype!r} is not one of "
+                        f"{', '.join(PARAM_TYPES)}"
+                    )
+        return found
 
 
 # Outcomes of one operation -------------------------------------------------

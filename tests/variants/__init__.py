@@ -53,6 +53,7 @@ MODULES = (
     "shift_add",
     "composition",
     "served",
+    "options",
 )
 
 

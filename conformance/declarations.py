@@ -1,0 +1,182 @@
+"""Judging an implementation by what it declares: options and capabilities (CONF-6, CONF-7).
+
+An *option* is a decision of this specification with more than one safe
+answer (spec/README.md, Decisions); an implementation declares its answer and
+is judged by it. A *capability* is something an implementation may
+legitimately not expose or not represent: the raw byte fold (HASH-14), dtype
+names outside its own element-type enum (SIG-14), arbitrary named key
+parameters (PLAN-17).
+
+Two things follow from a declaration, and both live here:
+
+- whether a case applies at all (:func:`option_not_declared`,
+  :func:`capability_missing`), with the reason shown to the user;
+- how an applicable case's expectations read for this implementation
+  (:func:`adapt`): a hash program written with raw bytes re-expressed as the
+  u64 mixes that fold the same bytes; a replacement layer's first differing
+  field taken in the declared order; a stamp whose dtype the reader cannot hold
+  refused as ``unrepresentable`` at its place in the check order (VERIFY-9).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from . import ops
+from .checks import ErrorIs, OutcomeCheck, ShapeMismatchIs
+from .scenario import Case
+from .values import AdapterInfo, MixOp, ModelSpec
+
+#: Above this many u64 mixes a raw-bytes program is not re-expressed (a 1 MiB
+#: fold would become 131,072 mixes); the case is then not applicable instead.
+_MAX_REEXPRESSED = 4096
+
+
+def option_not_declared(case: Case, info: AdapterInfo) -> str | None:
+    """The case assumes an answer to an option that the implementation answers otherwise."""
+    for name, value in case.options:
+        declared = info.option(name)
+        if declared != value:
+            return f"assumes {name}: {value}; {info.name} declares {name}: {declared} (CONF-6)"
+    return None
+
+
+def capability_missing(case: Case, info: AdapterInfo) -> str | None:
+    """The case needs something the implementation declares it does not expose (CONF-7)."""
+    for op in case.program:
+        if isinstance(op, ops.Hash) and not info.raw_fold and _reexpressed(op.program) is None:
+            return (
+                f"folds raw bytes that no u64 or string mix can express; {info.name} "
+                "does not expose the raw fold (capabilities.raw_fold: false, HASH-14)"
+            )
+        spec = _model_spec(op)
+        if spec is not None and info.key_schema is not None:
+            reason = _outside_schema(spec, info)
+            if reason:
+                return reason
+        if isinstance(op, ops.Verify) and info.dtypes is not None:
+            if op.expected.dtype not in info.dtypes:
+                return (
+                    f"the reader's expectation has dtype {op.expected.dtype!r}, which {info.name} "
+                    f"cannot represent (capabilities.dtypes: {sorted(info.dtypes)}, SIG-14)"
+                )
+    return None
+
+
+def adapt(case: Case, info: AdapterInfo) -> Case:
+    """The case as it reads for an implementation with these declarations."""
+    program = list(case.program)
+    checks = list(case.checks)
+    changed = False
+    for index, op in enumerate(program):
+        if isinstance(op, ops.Hash) and not info.raw_fold:
+            mixes = _reexpressed(op.program)
+            if mixes is not None and mixes != op.program:
+                program[index] = ops.Hash(program=mixes)
+                changed = True
+    for position, check in enumerate(checks):
+        if not isinstance(check, OutcomeCheck):
+            continue
+        expect = check.expect
+        if isinstance(expect, ShapeMismatchIs):
+            order = tuple(info.option("replace_layer_order").split(","))
+            checks[position] = replace(check, expect=expect.in_order(order))
+            changed = True
+        op = program[check.op_index]
+        if isinstance(op, ops.Verify) and info.dtypes is not None:
+            refusal = _unrepresentable(op, info)
+            if refusal is not None and _before_coherence(expect, op, info):
+                checks[position] = replace(check, expect=refusal)
+                changed = True
+    if not changed:
+        return case
+    return replace(case, program=tuple(program), checks=tuple(checks))
+
+
+# -- raw fold (HASH-14) ----------------------------------------------------------
+
+
+def _reexpressed(program: tuple[MixOp, ...]) -> tuple[MixOp, ...] | None:
+    """The same byte stream with every raw ``bytes`` op written as u64 mixes, or ``None``.
+
+    A u64 mix folds its eight little-endian bytes (HASH-4), so raw bytes whose
+    length is a multiple of eight fold identically as u64 mixes; other lengths
+    have no public form.
+    """
+    out: list[MixOp] = []
+    for mix in program:
+        if mix.kind != "bytes":
+            out.append(mix)
+            continue
+        assert isinstance(mix.value, bytes)
+        data = mix.value * mix.repeat
+        if len(data) % 8:
+            return None
+        if len(out) + len(data) // 8 > _MAX_REEXPRESSED:
+            return None
+        out.extend(
+            MixOp("u64", int.from_bytes(data[i : i + 8], "little")) for i in range(0, len(data), 8)
+        )
+    return tuple(out)
+
+
+# -- fixed per-family key schema (PLAN-17) ----------------------------------------
+
+
+def _model_spec(op: ops.Op) -> ModelSpec | None:
+    if isinstance(op, ops.ModelNew):
+        return op.spec
+    if isinstance(op, ops.PlanKey):
+        return op.identity.model
+    return None
+
+
+def _type_of(value: object) -> str:
+    if isinstance(value, str):
+        return "str"
+    return "f64" if isinstance(value, float) else "u64"
+
+
+def _outside_schema(spec: ModelSpec, info: AdapterInfo) -> str | None:
+    assert info.key_schema is not None
+    schema = info.key_schema.get(spec.family)
+    if schema is None:
+        return (
+            f"uses the model family {spec.family!r}, which {info.name}'s fixed key schema "
+            "does not have (capabilities.key_schema, PLAN-17)"
+        )
+    for name, value in spec.params:
+        if schema.get(name) != _type_of(value):
+            return (
+                f"uses the {spec.family} parameter {name!r} as {_type_of(value)}, which "
+                f"{info.name}'s fixed key schema does not key that way (PLAN-17)"
+            )
+    for name, _ in spec.hooks:
+        if schema.get(name) != "hook":
+            return (
+                f"uses the {spec.family} hook {name!r}, which {info.name}'s fixed key "
+                "schema does not have (PLAN-17)"
+            )
+    return None
+
+
+# -- dtype names a reader cannot hold (SIG-14, VERIFY-9) ---------------------------
+
+
+def _unrepresentable(op: ops.Verify, info: AdapterInfo) -> ErrorIs | None:
+    recorded = op.recorded
+    if recorded is None or info.dtypes is None or recorded.dtype in info.dtypes:
+        return None
+    return ErrorIs("unrepresentable", "dtype", None, {"found": recorded.dtype})
+
+
+def _before_coherence(expect: object, op: ops.Verify, info: AdapterInfo) -> bool:
+    """Whether the representability check comes first for this block (VERIFY-9).
+
+    It runs after the marked and format-version checks: an unreadable version
+    stays ``unsupported_format``, whatever the stamp's dtype.
+    """
+    assert op.recorded is not None
+    return op.recorded.format_version in info.format_reads and not (
+        isinstance(expect, ErrorIs) and expect.kind == "unsupported_format"
+    )

@@ -1,0 +1,234 @@
+"""One variant per option value other than the default (CONF-6).
+
+Each is the reference with exactly one decision answered the other safe way,
+and it declares that answer in its self-description. The suite must pass every
+one of them: a failure means a case judges a decision as if it were the
+seeds' semantics.
+
+- ``truncate-refuses``: a truncate past the length is refused, nothing changes (ALLOC-15).
+- ``append-grows``: an append past the capacity reallocates larger storage and
+  mints a new allocation id (ALLOC-16).
+- ``replace-order-len-first``: a replacement layer's shape is checked
+  ``max_seq_len``, ``head_dim``, ``n_kv_heads`` (ALLOC-17).
+- ``clear-lazy``: ``clear()`` drops the storage and mints when storage is next
+  allocated, which happens before anything observes or uses the cache (ALLOC-18).
+- ``hook-remints``: toggling a hook mints a new instance id (ID-9).
+- ``cache-heads-implied``: the plan key leaves ``n_kv_heads`` and ``head_dim``
+  to the allocation id (PLAN-15).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from kvconform.conformance.adapters.reference import ReferenceAdapter
+from kvconform.conformance.values import AdapterInfo, PlanIdentity, StepInputs
+from kvconform.reference import errors, kv_cache, model, plan
+from kvconform.reference.identity import KvAllocId, ModelInstanceId
+
+from . import variant
+
+
+def _declaring(info: AdapterInfo, name: str, **options: str) -> AdapterInfo:
+    return replace(info, name=name, options={**info.options, **options})
+
+
+# --- ALLOC-15: truncate past the length is refused ---------------------------------
+
+
+@variant("truncate-refuses", "truncate past the length refused (truncate_past_length: refuse)")
+class TruncateRefuses(ReferenceAdapter):
+    def describe(self) -> AdapterInfo:
+        return _declaring(super().describe(), "truncate-refuses", truncate_past_length="refuse")
+
+    def cache_truncate(self, cache: kv_cache.KvCache, length: int) -> None:
+        if length > len(cache):
+            raise ValueError(f"cannot rewind to {length}: only {len(cache)} positions held")
+        cache.truncate_to(length)
+
+
+# --- ALLOC-16: append past the capacity grows, with a new allocation ----------------
+
+
+class _GrowingCache(kv_cache.KvCache):
+    def append(self, k: np.ndarray, v: np.ndarray) -> None:
+        end = len(self) + k.shape[1]
+        if end > self.geometry.max_seq_len:
+            # Reallocate: larger storage is new storage, so a new id (ALLOC-16).
+            grown = replace(self.geometry, max_seq_len=max(end, 2 * self.geometry.max_seq_len))
+            old = self._layers
+            self.geometry = grown
+            self._layers = [kv_cache.KvLayer.allocate(grown) for _ in old]
+            for new, layer in zip(self._layers, old, strict=True):
+                new.k[: len(self)] = layer.k[: len(self)]
+                new.v[: len(self)] = layer.v[: len(self)]
+            self._alloc_id = KvAllocId.mint()
+        super().append(k, v)
+
+
+@variant("append-grows", "append past the capacity grows and re-mints (append_past_capacity: grow)")
+class AppendGrows(ReferenceAdapter):
+    def describe(self) -> AdapterInfo:
+        return _declaring(super().describe(), "append-grows", append_past_capacity="grow")
+
+    def cache_new(self, geometry):  # type: ignore[no-untyped-def]
+        cache = super().cache_new(geometry)
+        cache.__class__ = _GrowingCache
+        return cache
+
+
+# --- ALLOC-17: another order of the replacement shape checks ------------------------
+
+
+class _LenFirstLayer(kv_cache.KvLayer):
+    def shape_fields(self) -> tuple[tuple[str, int], ...]:
+        return tuple(reversed(super().shape_fields()))
+
+
+@variant(
+    "replace-order-len-first",
+    "replacement shape checked max_seq_len, head_dim, n_kv_heads (replace_layer_order)",
+)
+class ReplaceOrderLenFirst(ReferenceAdapter):
+    def describe(self) -> AdapterInfo:
+        return _declaring(
+            super().describe(),
+            "replace-order-len-first",
+            replace_layer_order="max_seq_len,head_dim,n_kv_heads",
+        )
+
+    def cache_replace_layer(self, cache, layer, n_kv_heads, head_dim, max_seq_len):  # type: ignore[no-untyped-def]
+        g = cache.geometry
+        shape = kv_cache.CacheGeometry(
+            n_layers=1,
+            n_kv_heads=g.n_kv_heads if n_kv_heads is None else n_kv_heads,
+            head_dim=g.head_dim if head_dim is None else head_dim,
+            max_seq_len=g.max_seq_len if max_seq_len is None else max_seq_len,
+            dtype=g.dtype,
+        )
+        new = kv_cache.KvLayer.allocate(shape)
+        if 0 <= layer < g.n_layers:
+            current = cache.layer(layer)
+            for (name, expected), (_, found) in zip(
+                _LenFirstLayer(current.k, current.v).shape_fields(),
+                _LenFirstLayer(new.k, new.v).shape_fields(),
+                strict=True,
+            ):
+                if expected != found:
+                    from kvconform.conformance.adapters.reference import fault_of
+
+                    return fault_of(
+                        errors.LayerShapeMismatch(
+                            layer_index=layer, field=name, expected=expected, found=found
+                        )
+                    )
+        return super().cache_replace_layer(cache, layer, n_kv_heads, head_dim, max_seq_len)
+
+
+# --- ALLOC-18: clear mints lazily ---------------------------------------------------
+
+
+class _LazyCache(kv_cache.KvCache):
+    """``clear()`` drops the storage; the next use allocates it and mints."""
+
+    _pending = False
+
+    def clear(self) -> None:
+        self._layers = []
+        self._length = 0
+        self._pending = True
+
+    def _allocate(self) -> None:
+        if self._pending:
+            g = self.geometry
+            self._layers = [kv_cache.KvLayer.allocate(g) for _ in range(g.n_layers)]
+            self._alloc_id = KvAllocId.mint()
+            self._pending = False
+
+    @property
+    def alloc_id(self) -> KvAllocId:
+        self._allocate()
+        return self._alloc_id
+
+    def layer(self, index: int) -> kv_cache.KvLayer:
+        self._allocate()
+        return super().layer(index)
+
+    def append(self, k: np.ndarray, v: np.ndarray) -> None:
+        self._allocate()
+        super().append(k, v)
+
+    def set_layer(self, index: int, layer: kv_cache.KvLayer) -> None:
+        self._allocate()
+        super().set_layer(index, layer)
+
+
+@variant("clear-lazy", "clear mints when storage is next allocated (clear_mints: lazy)")
+class ClearLazy(ReferenceAdapter):
+    def describe(self) -> AdapterInfo:
+        return _declaring(super().describe(), "clear-lazy", clear_mints="lazy")
+
+    def cache_new(self, geometry):  # type: ignore[no-untyped-def]
+        cache = super().cache_new(geometry)
+        cache.__class__ = _LazyCache
+        return cache
+
+
+# --- ID-9: a hook toggle re-mints the instance id -----------------------------------
+
+
+class _RemintingModel(model.Model):
+    def set_hook(self, name: str, present: bool) -> None:
+        super().set_hook(name, present)
+        self.instance_id = ModelInstanceId.mint()
+
+    def reload(self) -> model.Model:
+        return _RemintingModel(self.config)
+
+
+@variant("hook-remints", "a hook toggle re-mints the instance id (hook_toggle: remints_instance)")
+class HookRemints(ReferenceAdapter):
+    def describe(self) -> AdapterInfo:
+        return _declaring(super().describe(), "hook-remints", hook_toggle="remints_instance")
+
+    def model_new(self, spec):  # type: ignore[no-untyped-def]
+        m = super().model_new(spec)
+        m.__class__ = _RemintingModel
+        return m
+
+
+# --- PLAN-15: the cache's head geometry is left to the allocation id ----------------
+
+
+def _implied_key(ident: plan.PlanIdentity) -> int:
+    g = ident.geometry
+    # The same key as the reference's with n_kv_heads and head_dim fixed at 1:
+    # the composition stays injective over every other component.
+    return replace(ident, geometry=replace(g, n_kv_heads=1, head_dim=1)).key()
+
+
+class _ImpliedPlan(plan.DecodePlan):
+    def __init__(self, m: model.Model, cache: kv_cache.KvCache, step_tokens: int = 1) -> None:
+        self.step_tokens = step_tokens
+        self.key = _implied_key(plan.PlanIdentity.of(m, cache, step_tokens))
+
+    def is_valid_for(self, m: model.Model, cache: kv_cache.KvCache, step: plan.StepInputs) -> bool:
+        return _implied_key(plan.PlanIdentity.of(m, cache, len(step.token_ids))) == self.key
+
+
+@variant("cache-heads-implied", "plan key without n_kv_heads/head_dim (plan_key_cache_heads: implied)")
+class CacheHeadsImplied(ReferenceAdapter):
+    def describe(self) -> AdapterInfo:
+        return _declaring(super().describe(), "cache-heads-implied", plan_key_cache_heads="implied")
+
+    def plan_key(self, identity: PlanIdentity) -> int:
+        from kvconform.conformance.adapters.reference import plan_identity
+
+        return _implied_key(plan_identity(identity))
+
+    def session_new(self, m, cache, step_tokens):  # type: ignore[no-untyped-def]
+        return _ImpliedPlan(m, cache, step_tokens)
+
+    def session_valid(self, session, m, cache, step: StepInputs) -> bool:  # type: ignore[no-untyped-def]
+        return super().session_valid(session, m, cache, step)
