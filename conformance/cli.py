@@ -32,6 +32,7 @@ from .driver import Driver, InProcessDriver
 from .reports import html, junit, markdown, record
 from .runner import CaseResult, run_case
 from .scenario import Case
+from .values import OPTIONS
 from .yamlsource import SourceError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ADAPTER = 0, 1, 2, 3
@@ -501,8 +502,21 @@ def _print_summary(
     )
     out.write(
         f"classes declared: {', '.join(a['classes']) or 'none'}; "
-        f"format writes {a['format']['writes']}, reads {a['format']['reads']}\n\n"
+        f"format writes {a['format']['writes']}, reads {a['format']['reads']}\n"
     )
+    chosen = [
+        f"{name}: {value}"
+        for name, value in a["options"].items()
+        if value != OPTIONS[name].default
+    ]
+    caps = {k: v for k, v in a["capabilities"].items() if not (k == "raw_fold" and v is True)}
+    if chosen or caps:
+        out.write(
+            "declared: "
+            + "; ".join(chosen + [f"{k}: {v}" for k, v in sorted(caps.items())])
+            + " (CONF-6, CONF-7)\n"
+        )
+    out.write("\n")
     out.write(f"{'class':<12} {'passed':>7} {'failed':>7} {'n/a':>5}\n")
     for cls, c in s["by_class"].items():
         out.write(f"{cls:<12} {c['passed']:>7} {c['failed']:>7} {c['not_applicable']:>5}\n")
@@ -526,9 +540,16 @@ def _print_summary(
         for case_id in gate["stale"]:
             out.write(f"  listed as failing but passes (remove it): {case_id}\n")
     verdict = "CONFORMANT for the declared classes" if not s["failed"] else "NOT CONFORMANT"
+    split = ""
+    if s["failed"]:
+        by = s["failed_by_basis"]
+        split = (
+            f" ({by['seed']} on the seeds' semantics: safety; "
+            f"{by['decision']} on a decision of the specification: policy)"
+        )
     out.write(
-        f"\n{s['passed']} passed, {s['failed']} failed, {s['not_applicable']} not applicable "
-        f"of {s['total']} in {report['seconds']:.1f} s: {verdict}\n"
+        f"\n{s['passed']} passed, {s['failed']} failed{split}, {s['not_applicable']} not "
+        f"applicable of {s['total']} in {report['seconds']:.1f} s: {verdict}\n"
     )
 
 

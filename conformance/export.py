@@ -58,7 +58,7 @@ _CLASS_REQUIREMENT = {
     "identity": "ALLOC-13",
     "plan": "PLAN-4",
     "signature": "SIG-2",
-    "verify": "VERIFY-1",
+    "verify": "VERIFY-9",
 }
 
 

@@ -116,6 +116,7 @@ def render_failure(case: Case, failures: tuple[Failure, ...]) -> str:
         f"  expected: {first.expected}",
         f"  actual:   {first.actual}",
         f"  requires: {requires}",
+        f"  basis:    {_basis(case)}",
         f"  why:      {case.why}",
     ]
     if case.incident:
@@ -125,3 +126,13 @@ def render_failure(case: Case, failures: tuple[Failure, ...]) -> str:
     if len(failures) > 1:
         lines.append(f"  ({len(failures) - 1} more failed check(s) in this {case.kind})")
     return "\n".join(lines)
+
+
+def _basis(case: Case) -> str:
+    """What the verdict rests on, for a person deciding what to fix first (CONF-8)."""
+    if not case.basis:
+        return "the seeds' semantics (a failure here is about safety)"
+    return (
+        f"decision {', '.join(case.basis)} of the specification (spec/README.md, Decisions; "
+        "a failure here is about policy)"
+    )

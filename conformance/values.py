@@ -55,7 +55,7 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class Geometry:
-    """A KV cache's shape (ALLOC, PLAN-2)."""
+    """A KV cache's shape (ALLOC, PLAN-15)."""
 
     n_layers: int
     n_kv_heads: int
@@ -119,7 +119,7 @@ class Signature:
 
 @dataclass(frozen=True)
 class Fault:
-    """A semantic refusal, as an implementation reports it (ERR-1 .. ERR-6).
+    """A semantic refusal, as an implementation reports it (ERR-8 .. ERR-6).
 
     ``kind``, ``field``, ``layer`` and ``values`` are normative; ``message`` is
     free wording that must still name the field and the values (ERR-6).

@@ -29,7 +29,7 @@ class KvError(Exception):
     fields are sealed after construction instead.
     """
 
-    #: The normative kind name (ERR-1), e.g. ``"payload_mismatch"``.
+    #: The normative kind name (ERR-8), e.g. ``"payload_mismatch"``.
     kind: ClassVar[str] = ""
 
     def __post_init__(self) -> None:
@@ -103,6 +103,30 @@ class UnsupportedFormat(SignatureError):
     def message(self) -> str:
         versions = ", ".join(str(v) for v in self.readable)
         return f"format_version {self.found} is not readable here (readable: {versions})"
+
+
+@dataclass(unsafe_hash=True)
+class Unrepresentable(SignatureError):
+    """A stamp field holds a value the reader's own types cannot hold (VERIFY-9, ERR-9).
+
+    The reference holds any dtype name as a string and any count as an
+    unbounded integer, so it never raises this; an implementation whose dtype
+    is an enum, or whose counts are narrower than u64, does.
+    """
+
+    kind: ClassVar[str] = "unrepresentable"
+    field: str
+    found: int | str
+
+    def values(self) -> dict[str, Value]:
+        return {"found": self.found}
+
+    @property
+    def field_name(self) -> str:
+        return self.field
+
+    def message(self) -> str:
+        return f"the stamp's {self.field} {self.found} cannot be represented by this reader"
 
 
 @dataclass(unsafe_hash=True)
@@ -218,7 +242,7 @@ class Incompatible(SignatureError):
 
 @dataclass(unsafe_hash=True)
 class CapacityExceeded(CacheError):
-    """Appending would pass the cache's capacity (ALLOC-8)."""
+    """Appending would pass the cache's capacity (ALLOC-16)."""
 
     kind: ClassVar[str] = "capacity_exceeded"
     capacity: int
@@ -256,7 +280,7 @@ class LayerOutOfRange(CacheError):
 
 @dataclass(unsafe_hash=True)
 class LayerShapeMismatch(CacheError):
-    """A replacement layer whose shape is not the cache's (ALLOC-10)."""
+    """A replacement layer whose shape is not the cache's (ALLOC-17)."""
 
     kind: ClassVar[str] = "layer_shape_mismatch"
     layer_index: int
@@ -282,12 +306,13 @@ class LayerShapeMismatch(CacheError):
         )
 
 
-#: Every error kind the specification defines (ERR-1), by name.
+#: Every error kind the specification defines (ERR-8), by name.
 ERROR_KINDS: dict[str, type[KvError]] = {
     cls.kind: cls
     for cls in (
         Unmarked,
         UnsupportedFormat,
+        Unrepresentable,
         EmptyPayload,
         DegenerateLayer,
         RaggedPayload,

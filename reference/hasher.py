@@ -35,7 +35,7 @@ class KeyHasher:
         self._state = OFFSET_BASIS  # HASH-1
 
     def mix_bytes(self, data: bytes) -> KeyHasher:
-        """Fold raw bytes with no delimiter (HASH-2, HASH-3, HASH-10)."""
+        """Fold raw bytes with no delimiter (HASH-2, HASH-3, HASH-14)."""
         state = self._state
         for byte in data:
             state ^= byte  # xor first, then multiply: FNV-1a, not FNV-1 (HASH-2)

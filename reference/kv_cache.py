@@ -3,11 +3,11 @@
 The allocation id names the *buffers*, not the conversation:
 
 - operations that replace storage mint a new id: construction (ALLOC-2),
-  :meth:`KvCache.clear` (ALLOC-3), :meth:`KvCache.set_layer` (ALLOC-4);
+  :meth:`KvCache.clear` (ALLOC-18), :meth:`KvCache.set_layer` (ALLOC-4);
 - operations that leave storage in place keep it: :meth:`KvCache.truncate_to`
-  (ALLOC-5, ALLOC-6), :meth:`KvCache.append` (ALLOC-7), and every read
+  (ALLOC-5, ALLOC-15), :meth:`KvCache.append` (ALLOC-7), and every read
   (ALLOC-12);
-- a refused operation changes nothing, its id included (ALLOC-8 .. ALLOC-10).
+- a refused operation changes nothing, its id included (ALLOC-16 .. ALLOC-17).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 from .errors import CapacityExceeded, LayerOutOfRange, LayerShapeMismatch
 from .identity import KvAllocId
 
-#: Element types a cache may be built with, by their vocabulary name (SIG-11).
+#: Element types a cache may be built with, by their vocabulary name (SIG-14).
 #: numpy has no bfloat16; its 16 bits are stored as raw ``uint16``.
 STORAGE_DTYPES: dict[str, type[np.generic]] = {
     "f32": np.float32,
@@ -30,7 +30,7 @@ STORAGE_DTYPES: dict[str, type[np.generic]] = {
 
 @dataclass(frozen=True)
 class CacheGeometry:
-    """The shape of a cache: part of a held plan's key (PLAN-2)."""
+    """The shape of a cache: part of a held plan's key (PLAN-15)."""
 
     n_layers: int
     n_kv_heads: int
@@ -60,7 +60,7 @@ class KvLayer:
         return cls(k=np.zeros(shape, dtype=dtype), v=np.zeros(shape, dtype=dtype))
 
     def shape_fields(self) -> tuple[tuple[str, int], ...]:
-        """The fields a replacement is checked on, in the order ALLOC-10 gives."""
+        """The fields a replacement is checked on, in the order ALLOC-17 gives."""
         capacity, heads, dim = self.k.shape
         return (("n_kv_heads", heads), ("head_dim", dim), ("max_seq_len", capacity))
 
@@ -89,7 +89,7 @@ class KvCache:
         """Write positions ``len .. len+n`` of every layer in place (ALLOC-7).
 
         ``k`` and ``v`` have shape ``(n_layers, n, n_kv_heads, head_dim)``.
-        Passing the capacity is refused and changes nothing (ALLOC-8).
+        Passing the capacity is refused and changes nothing (ALLOC-16).
         """
         g = self.geometry
         if (
@@ -114,14 +114,14 @@ class KvCache:
     def truncate_to(self, length: int) -> None:
         """Rewind to ``length`` positions; storage and id untouched (ALLOC-5).
 
-        A length at or past the current one changes nothing (ALLOC-6).
+        A length at or past the current one changes nothing (ALLOC-15).
         """
         if length < 0:
             raise ValueError("length must not be negative")
         self._length = min(self._length, length)
 
     def clear(self) -> None:
-        """Release every layer's storage for fresh storage: a new id (ALLOC-3)."""
+        """Release every layer's storage for fresh storage: a new id (ALLOC-18)."""
         self._layers = [KvLayer.allocate(self.geometry) for _ in range(self.geometry.n_layers)]
         self._length = 0
         self._alloc_id = KvAllocId.mint()
@@ -130,7 +130,7 @@ class KvCache:
         """Replace one layer's storage: a new id (ALLOC-4), length kept (ALLOC-11).
 
         An index the cache does not have (ALLOC-9) or a layer of another shape
-        (ALLOC-10) is refused and changes nothing.
+        (ALLOC-17) is refused and changes nothing.
         """
         if not 0 <= index < self.geometry.n_layers:
             raise LayerOutOfRange(layer_index=index, n_layers=self.geometry.n_layers)

@@ -2,7 +2,7 @@
 
 What the plan bakes from a model is its *structure* (family and structural
 parameters), the presence of each optional hook, and -- standing in for the
-weights -- its never-recycled instance id (PLAN-2, PLAN-8). The weights
+weights -- its never-recycled instance id (PLAN-15, PLAN-8). The weights
 themselves are not modelled: the specification says nothing about them
 except that their identity is the instance id.
 """
@@ -55,10 +55,10 @@ class Model:
         return MappingProxyType(self._hooks)
 
     def set_hook(self, name: str, present: bool) -> None:
-        """Attach or detach an optional hook in place. The id stays (ID-7).
+        """Attach or detach an optional hook in place. The id stays (ID-9).
 
         The hooks a model can carry are those its configuration declares, so
-        switching one back restores exactly the key it had (PLAN-11).
+        switching one back restores exactly the key it had (PLAN-18).
         """
         if name not in self._hooks:
             raise KeyError(f"the {self.config.family} configuration declares no hook {name!r}")

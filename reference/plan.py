@@ -1,7 +1,7 @@
 """A held decode plan and its validity predicate (spec/plan.md).
 
 The rule is *baked, not bound*. A plan bakes its op structure and its weight
-constants, so everything those depend on is in its key (PLAN-2); it rebinds
+constants, so everything those depend on is in its key (PLAN-15); it rebinds
 per-step data from the current call, so none of that is (PLAN-6).
 
 Key composition (PLAN-3 leaves the order to the implementation; this is the
@@ -17,7 +17,7 @@ reference's)::
           u64(step_tokens)
 
 Every component is length-delimited or fixed-width and every variable-length
-list is preceded by its count, so the encoding is injective (PLAN-5).
+list is preceded by its count, so the encoding is injective (PLAN-16).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from .model import Model, Param
 
 @dataclass(frozen=True)
 class PlanIdentity:
-    """Everything a plan's validity key is computed from (PLAN-2)."""
+    """Everything a plan's validity key is computed from (PLAN-15)."""
 
     family: str
     params: Mapping[str, Param]
@@ -55,7 +55,7 @@ class PlanIdentity:
         )
 
     def key(self) -> int:
-        """The validity key: FNV-1a 64 over the canonical encoding (PLAN-2, PLAN-3)."""
+        """The validity key: FNV-1a 64 over the canonical encoding (PLAN-15, PLAN-3)."""
         h = KeyHasher().mix_str("kvconform.plan").mix_str(self.family)
         h.mix_u64(len(self.params))
         for name in sorted(self.params):

@@ -13,7 +13,7 @@ import numpy as np
 
 from .errors import DegenerateLayer, EmptyPayload, RaggedPayload, Value
 
-#: The dtype vocabulary (SIG-11): names a signature's ``dtype`` may take.
+#: The dtype vocabulary (SIG-14): names a signature's ``dtype`` may take.
 DTYPES = ("f32", "f16", "bf16")
 
 #: How a buffer's element type is named in a measured signature (SIG-4).
@@ -97,6 +97,10 @@ class StoredLayer:
     v: np.ndarray
 
 
+#: The largest per-token width a u64 holds (SIG-15).
+U64_MAX = (1 << 64) - 1
+
+
 def measure(
     model: str, layers: Sequence[StoredLayer], profile: FormatProfile = V1
 ) -> CacheSignature:
@@ -104,16 +108,19 @@ def measure(
 
     There is no parameter to fill a gap from. Raises the first incoherence
     found, checking layers in index order (SIG-9): an empty payload (SIG-5), a
-    degenerate first layer (SIG-6), a later layer that disagrees with the first
-    (SIG-8), or a layer whose buffers contradict its own claim (SIG-7).
+    degenerate first layer (SIG-6, SIG-15), a later layer that disagrees with
+    the first (SIG-8), or a layer whose buffers contradict its own claim (SIG-7).
     """
     if not layers:
         raise EmptyPayload()
     first = layers[0]
     n_kv_heads, head_dim = first.n_kv_heads, first.head_dim
-    if n_kv_heads < 1 or head_dim < 1:  # a negative count is no more a shape than zero
-        raise DegenerateLayer(layer_index=0, n_kv_heads=n_kv_heads, head_dim=head_dim)
     per_token = n_kv_heads * head_dim
+    # A negative count is no more a shape than zero (SIG-6); a per-token width
+    # no u64 can hold cannot be measured either, and wrapping it would measure
+    # a different, bogus shape (SIG-15).
+    if n_kv_heads < 1 or head_dim < 1 or per_token > U64_MAX:
+        raise DegenerateLayer(layer_index=0, n_kv_heads=n_kv_heads, head_dim=head_dim)
     tokens = _measure_layer(0, first, per_token)
     for index, layer in enumerate(layers[1:], start=1):
         if (layer.n_kv_heads, layer.head_dim) != (n_kv_heads, head_dim):

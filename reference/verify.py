@@ -1,7 +1,7 @@
 """Stamping and verifying stored KV blocks (spec/verify.md, VERIFY group).
 
 Verification runs five checks, in this order, and reports the first that
-fails (VERIFY-1)::
+fails (VERIFY-9)::
 
     1. marked      the block carries a signature             -> unmarked
     2. readable    its format version is in the readable set -> unsupported_format
@@ -55,7 +55,7 @@ def stamp(model: str, layers: Sequence[StoredLayer], profile: FormatProfile = V1
 def verify(
     block: UnverifiedBlock, expected: CacheSignature, profile: FormatProfile = V1
 ) -> KvBlock:
-    """Verify ``block`` in the order of VERIFY-1; ``expected`` is used only in step 5.
+    """Verify ``block`` in the order of VERIFY-9; ``expected`` is used only in step 5.
 
     Raises the :class:`~.errors.SignatureError` of the first failing check.
     """

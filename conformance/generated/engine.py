@@ -105,7 +105,7 @@ PROPERTIES: tuple[Property, ...] = (
         id=PROPERTY_IDS[0],
         title="Random programs over models, caches and held plans agree with the reference",
         cls="plan",
-        requires=("ID-3", "ID-6", "ID-7", "ALLOC-13", "PLAN-4", "PLAN-6", "PLAN-7", "PLAN-14"),
+        requires=("ID-3", "ID-6", "ID-9", "ALLOC-13", "PLAN-4", "PLAN-6", "PLAN-7", "PLAN-14"),
         why="Random construct, reload, drop, hook, append, truncate, clear and replace-layer "
         "sequences with validity checks under random per-step inputs: catches any key or id "
         "rule the hand-written scenarios do not exercise in that order.",
@@ -127,7 +127,7 @@ PROPERTIES: tuple[Property, ...] = (
         id=PROPERTY_IDS[2],
         title="Random blocks with random faults get the reference's verdict",
         cls="verify",
-        requires=("SIG-7", "SIG-8", "SIG-9", "VERIFY-1", "VERIFY-4", "VERIFY-5"),
+        requires=("SIG-7", "SIG-8", "SIG-9", "VERIFY-9", "VERIFY-4", "VERIFY-5"),
         why="Coherent blocks with layers added or dropped, shapes changed, buffers cut or "
         "extended, false seq_len claims, lying or missing stamps and changed expectations: "
         "catches a check run out of order or a field compared wrongly.",

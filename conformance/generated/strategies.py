@@ -115,7 +115,7 @@ def f64_from_bits(bits: int) -> float:
     return float(struct.unpack("<d", bits.to_bytes(8, "little"))[0])
 
 
-#: Float parameters, NaN payloads and signed zeros included (PLAN-5 names both).
+#: Float parameters, NaN payloads and signed zeros included (PLAN-16 names both).
 param_floats: st.SearchStrategy[float] = st.one_of(
     st.sampled_from(_FLOAT_EDGES), st.floats(), st.sampled_from(F64_EDGES).map(f64_from_bits)
 )
@@ -420,7 +420,7 @@ class _KeyBuilder:
         self.check_with(session, model, cache)
 
     def story_hooks(self) -> None:
-        """A plan, its model's hook toggled and restored, the plan checked each time (PLAN-11)."""
+        """A plan, its model's hook toggled and restored, the plan checked each time (PLAN-18)."""
         with_hooks = [n for n, m in self.models.items() if m.spec.hooks]
         if not (with_hooks and self.caches):
             return
@@ -545,7 +545,7 @@ def _other(value: int, not_this: int) -> int:
 
 def vary_identity(draw: Draw[Any], base: PlanIdentity) -> list[PlanIdentity]:
     """``base`` with one component changed, or written differently but equal (then the key
-    must not change): the probe of PLAN-5 (under-keying) and of over-keying on form.
+    must not change): the probe of PLAN-16 (under-keying) and of over-keying on form.
 
     Usually one identity; a retyped parameter gives the two members of a pair whose
     encodings coincide without the type name.
@@ -569,7 +569,7 @@ def vary_identity(draw: Draw[Any], base: PlanIdentity) -> list[PlanIdentity]:
         else:
             params[name] = draw(param_values)
         return with_model(params=tuple(params.items()))
-    if what == "float-sign":  # only the sign bit differs (PLAN-5)
+    if what == "float-sign":  # only the sign bit differs (PLAN-16)
         floats = [n for n, v in params.items() if isinstance(v, float) and not math.isnan(v)]
         if floats:
             name = draw(st.sampled_from(floats))
@@ -667,7 +667,7 @@ def hash_programs(max_programs: int = 6) -> st.SearchStrategy[Program]:
 # Blocks: payloads, stamps, expectations ---------------------------------------------------
 
 _BLOCK_MODELS = ("llama-3-8b", "Llama-3-8B", "mistral-7b", "", "模型-ä", "𝄞")
-#: Stamp and expectation dtypes: the vocabulary and names outside it (SIG-11).
+#: Stamp and expectation dtypes: the vocabulary and names outside it (SIG-14).
 _LYING_DTYPES = ("f16", "bf16", "F32", "F32", "f64")
 _FORMAT_LIES = (0, 2, 99)
 
@@ -809,7 +809,7 @@ def verify_ops(draw: Draw[Any]) -> ops.Verify:
     a lying stamp over an honest payload (honesty, VERIFY-4), possibly equal to the
     expectation; a faulty payload (coherence, SIG-7..9); the stamp equal to the
     expectation over a payload that differs (VERIFY-4's "even when"); a model or
-    dtype spelled otherwise (compared byte for byte, SIG-3 and SIG-11); a stamp of
+    dtype spelled otherwise (compared byte for byte, SIG-3 and SIG-14); a stamp of
     an unreadable format over a payload that may be broken (VERIFY-3 before
     coherence); anything at all.
     """

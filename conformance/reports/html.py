@@ -55,7 +55,7 @@ def render_run(report: Mapping[str, Any]) -> str:
     title = f"kvconform {report['suite']['version']}: {a['name']} {a['version']}"
     body = [
         f"<h1>{escape(title)}</h1>",
-        f'<p class="meta">{s["passed"]} passed, {s["failed"]} failed, '
+        f'<p class="meta">{s["passed"]} passed, {s["failed"]} failed{_split(s)}, '
         f"{s['not_applicable']} not applicable of {s['total']} cases in "
         f"{report['seconds']:.1f} s. Language {escape(a['language'])}; classes "
         f"{escape(', '.join(a['classes']))}; format writes {a['format']['writes']}, reads "
@@ -69,11 +69,17 @@ def render_run(report: Mapping[str, Any]) -> str:
     ]
     failed = [r for r in report["results"] if r["verdict"] == "failed"]
     body.append(f'<h2 id="failures">Failures ({len(failed)})</h2>')
-    for r in failed:
-        body.append(
-            f'<h3 id="case-{escape(r["id"])}"><code>{escape(r["id"])}</code></h3>'
-            f"<pre>{escape(r['failure']['text'])}</pre>"
-        )
+    for title, group in (
+        ("On the seeds' semantics (safety)", [r for r in failed if r.get("basis") == "seed"]),
+        ("On a decision of the specification (policy)", [r for r in failed if r.get("basis") != "seed"]),
+    ):
+        body.append(f'<h3 class="basis">{title}: {len(group)}</h3>')
+        for r in group:
+            basis = "" if r.get("basis") == "seed" else f" (decision {', '.join(r['basis'])})"
+            body.append(
+                f'<h4 id="case-{escape(r["id"])}"><code>{escape(r["id"])}</code>'
+                f"{escape(basis)}</h4><pre>{escape(r['failure']['text'])}</pre>"
+            )
     body += [
         "<h2>Requirements</h2>",
         "<table><tr><th>requirement</th><th>verdict</th><th>cases</th><th>failing cases</th></tr>",
@@ -87,13 +93,15 @@ def render_run(report: Mapping[str, Any]) -> str:
     body += [
         "</table>",
         "<h2>All cases</h2>",
-        "<table><tr><th>case</th><th>area</th><th>class</th><th>verdict</th></tr>",
+        "<table><tr><th>case</th><th>area</th><th>class</th><th>basis</th><th>verdict</th></tr>",
     ]
     for r in report["results"]:
         note = f" ({escape(r['reason'])})" if r.get("reason") else ""
+        basis = r.get("basis", "seed")
+        basis_cell = "seed" if basis == "seed" else ", ".join(basis)
         body.append(
             f"<tr><td><code>{escape(r['id'])}</code></td><td>{escape(r['area'])}</td>"
-            f'<td>{escape(r["class"])}</td><td class="{r["verdict"]}">'
+            f'<td>{escape(r["class"])}</td><td>{escape(basis_cell)}</td><td class="{r["verdict"]}">'
             f"{_LABEL[r['verdict']]}{note}</td></tr>"
         )
     body.append("</table>")
@@ -121,7 +129,7 @@ def render_compare(reports: Sequence[Mapping[str, Any]]) -> str:
             f"</td><td>{escape(report['suite']['version'])} "
             f"<code>{escape(report['suite']['digest'][:12])}</code></td>"
             f'<td>{s["passed"]}</td><td class="{"failed" if s["failed"] else "passed"}">'
-            f"{s['failed']}</td><td>{s['not_applicable']}</td></tr>"
+            f"{s['failed']}{_split(s)}</td><td>{s['not_applicable']}</td></tr>"
         )
     body += [
         "</table>",
@@ -151,9 +159,20 @@ def render_compare(reports: Sequence[Mapping[str, Any]]) -> str:
                 continue
             body.append(f'<h3 id="impl{index}-{escape(rid)}">{escape(name)}: {escape(rid)}</h3>')
             for case_id in v["failed"]:
-                text = by_id.get(case_id, {}).get("failure", {}).get("text", case_id)
-                body.append(f"<pre>{escape(text)}</pre>")
+                result = by_id.get(case_id, {})
+                text = result.get("failure", {}).get("text", case_id)
+                basis = result.get("basis", "seed")
+                on = "the seeds' semantics" if basis == "seed" else "decision " + ", ".join(basis)
+                body.append(f"<p>{escape(case_id)}: on {escape(on)}</p><pre>{escape(text)}</pre>")
     return _page(title, body)
+
+
+def _split(summary: Mapping[str, Any]) -> str:
+    """Failures on the seeds' semantics and on a decision, when there are any (CONF-8)."""
+    by = summary.get("failed_by_basis")
+    if not by or not summary["failed"]:
+        return ""
+    return f" ({by['seed']} on the seeds' semantics, {by['decision']} on a decision)"
 
 
 def write_run(report: Mapping[str, Any], path: Path) -> None:

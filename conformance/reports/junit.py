@@ -44,10 +44,18 @@ def render(report: Mapping[str, Any]) -> str:
             props = ET.SubElement(case, "properties")
             for req in r["requires"]:
                 ET.SubElement(props, "property", name="requirement", value=req)
+            basis = r.get("basis", "seed")
+            ET.SubElement(
+                props, "property", name="basis", value="seed" if basis == "seed" else ",".join(basis)
+            )
             if r["verdict"] == "failed":
                 failure = r["failure"]
+                on = "seed" if basis == "seed" else "decision " + ",".join(basis)
                 node = ET.SubElement(
-                    case, "failure", message=f"{failure['step']}: expected {failure['expected']}"
+                    case,
+                    "failure",
+                    message=f"[{on}] {failure['step']}: expected {failure['expected']}",
+                    type="seed" if basis == "seed" else "decision",
                 )
                 node.text = failure["text"]
             elif r["verdict"] == "not_applicable":

@@ -21,6 +21,9 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
         f"{s['passed']} passed, {s['failed']} failed, {s['not_applicable']} not applicable "
         f"of {s['total']} cases in {report['seconds']:.1f} s. "
         f"Classes declared: {', '.join(a['classes']) or 'none'}. "
+        + _declared(a)
+        + f"Failed on the seeds' semantics: {s.get('failed_by_basis', {}).get('seed', 0)}; "
+        f"on a decision: {s.get('failed_by_basis', {}).get('decision', 0)}. "
         f"Suite digest `{report['suite']['digest'][:16]}`.",
         "",
     ]
@@ -45,16 +48,27 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
     for area, c in s["by_area"].items():
         lines.append(f"| {area} | {c['passed']} | {c['failed']} | {c['not_applicable']} |")
     failed = [r for r in report["results"] if r["verdict"] == "failed"]
-    if failed:
-        lines += ["", f"### Failures ({len(failed)})", ""]
-        for r in failed[:max_failures]:
+    groups = (
+        ("on the seeds' semantics (safety)", [r for r in failed if r.get("basis") == "seed"]),
+        ("on a decision of the specification (policy)", [r for r in failed if r.get("basis") != "seed"]),
+    )
+    shown = 0
+    for title, group in groups:
+        if not group:
+            continue
+        lines += ["", f"### Failures {title} ({len(group)})", ""]
+        for r in group:
+            if shown >= max_failures:
+                break
+            shown += 1
             f = r["failure"]
+            basis = "" if r.get("basis") == "seed" else f" [decision {', '.join(r['basis'])}]"
             lines += [
-                f"- **`{r['id']}`** ({', '.join(f['requires'])}) at {f['step']}: "
+                f"- **`{r['id']}`** ({', '.join(f['requires'])}){basis} at {f['step']}: "
                 f"expected {f['expected']}; got {f['actual']}",
             ]
-        if len(failed) > max_failures:
-            lines.append(f"- ... and {len(failed) - max_failures} more (see the JSON report)")
+    if len(failed) > shown:
+        lines.append(f"- ... and {len(failed) - shown} more (see the JSON report)")
     reqs = report["requirements"]
     failing = [rid for rid, v in reqs.items() if v["verdict"] == "failed"]
     lines += [
@@ -67,6 +81,18 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _declared(adapter: Mapping[str, Any]) -> str:
+    """The options an adapter answers other than by default, as one sentence (CONF-6)."""
+    from ..values import OPTIONS
+
+    chosen = [
+        f"{name}: {value}"
+        for name, value in adapter.get("options", {}).items()
+        if name in OPTIONS and value != OPTIONS[name].default
+    ]
+    return f"Options declared: {', '.join(chosen)}. " if chosen else ""
 
 
 def write(report: Mapping[str, Any], path: Path) -> None:

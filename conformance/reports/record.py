@@ -12,7 +12,8 @@ import kvconform
 
 from .. import suite
 from ..runner import CaseResult
-from ..values import AdapterInfo
+from ..stdio import capabilities_to_wire
+from ..values import OPTIONS, AdapterInfo
 from ..yamlsource import Document, validate
 
 REPORT_FORMAT = "kvconform-report/1"
@@ -43,6 +44,8 @@ def build(
             "language": adapter.language,
             "classes": sorted(adapter.classes),
             "format": {"writes": adapter.format_writes, "reads": sorted(adapter.format_reads)},
+            "options": {name: adapter.option(name) for name in OPTIONS},
+            "capabilities": capabilities_to_wire(adapter),
         },
         "started": started,
         "seconds": round(seconds, 3),
@@ -64,6 +67,7 @@ def _result(result: CaseResult) -> dict[str, Any]:
         "title": case.title,
         "requires": list(case.requires),
         "verdict": result.verdict,
+        "basis": basis_of(result),
         "seconds": round(result.seconds, 6),
         "file": case.file_name,
     }
@@ -84,6 +88,18 @@ def _result(result: CaseResult) -> dict[str, Any]:
     return out
 
 
+def basis_of(result: CaseResult) -> str | list[str]:
+    """``"seed"``, or the decisions the case's verdict rests on (CONF-8)."""
+    return list(result.case.basis) if result.case.basis else "seed"
+
+
+def basis_text(result: CaseResult) -> str:
+    """How a report names a case's basis in one phrase (CONF-8)."""
+    if not result.case.basis:
+        return "the seeds' semantics"
+    return "decision " + ", ".join(result.case.basis)
+
+
 def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
     totals = Counter(r.verdict for r in results)
     by_area: dict[str, Counter[str]] = defaultdict(Counter)
@@ -95,9 +111,14 @@ def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
     def counts(counter: Counter[str]) -> dict[str, int]:
         return {v: counter.get(v, 0) for v in VERDICTS}
 
+    failed = [r for r in results if r.verdict == "failed"]
     return {
         "total": len(results),
         **counts(totals),
+        "failed_by_basis": {
+            "seed": sum(1 for r in failed if not r.case.basis),
+            "decision": sum(1 for r in failed if r.case.basis),
+        },
         "by_area": {area: counts(c) for area, c in sorted(by_area.items())},
         "by_class": {cls: counts(c) for cls, c in sorted(by_class.items())},
     }

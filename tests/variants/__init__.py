@@ -54,6 +54,7 @@ MODULES = (
     "composition",
     "served",
     "options",
+    "seeds_faithful",
 )
 
 

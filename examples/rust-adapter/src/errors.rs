@@ -1,4 +1,4 @@
-//! The closed set of typed refusals (spec/errors.md, ERR-1 .. ERR-7).
+//! The closed set of typed refusals (spec/errors.md, ERR-8 .. ERR-7).
 //!
 //! The typed error is the answer; its message is rendered from it (ERR-7) and
 //! is worded independently of the reference's. Every message names its field

@@ -27,7 +27,7 @@ impl KeyHasher {
         }
     }
 
-    /// The raw byte fold (HASH-2, HASH-3, HASH-10): no count, delimiter or marker.
+    /// The raw byte fold (HASH-2, HASH-3, HASH-14): no count, delimiter or marker.
     pub fn fold(&mut self, bytes: &[u8]) -> &mut Self {
         let mut s = self.state;
         for &b in bytes {

@@ -9,7 +9,7 @@
 use crate::errors::{Field, KvError};
 use crate::identity::mint_alloc;
 
-/// Element types a cache may declare (the vocabulary of SIG-11).
+/// Element types a cache may declare (the vocabulary of SIG-14).
 pub const DTYPES: [&str; 3] = ["f32", "f16", "bf16"];
 
 /// The most elements (K and V, all layers) one cache may hold in this adapter.
@@ -114,7 +114,7 @@ impl KvCache {
         self.len
     }
 
-    /// Release every layer's storage for fresh storage: length 0, new id (ALLOC-3).
+    /// Release every layer's storage for fresh storage: length 0, new id (ALLOC-18).
     pub fn clear(&mut self) {
         let fresh: Vec<LayerStorage> = (0..self.geometry.n_layers)
             .map(|_| LayerStorage::of(&self.geometry))
@@ -124,7 +124,7 @@ impl KvCache {
         self.alloc = mint_alloc();
     }
 
-    /// Rewind. Beyond the current length this is a no-op (ALLOC-5, ALLOC-6).
+    /// Rewind. Beyond the current length this is a no-op (ALLOC-5, ALLOC-15).
     pub fn truncate(&mut self, length: u64) {
         if length < self.len {
             self.len = length;
@@ -132,7 +132,7 @@ impl KvCache {
     }
 
     /// Write `tokens` positions into every layer's existing storage (ALLOC-7),
-    /// or refuse the whole append when it would pass the capacity (ALLOC-8).
+    /// or refuse the whole append when it would pass the capacity (ALLOC-16).
     pub fn append(&mut self, tokens: u64, fill: f32) -> Result<(), KvError> {
         let requested = self.len as u128 + tokens as u128;
         if requested > self.geometry.max_seq_len as u128 {
@@ -155,7 +155,7 @@ impl KvCache {
 
     /// Put fresh storage of the given shape under one layer. Refused when the
     /// index is out of range (ALLOC-9) or the shape differs, checked in the
-    /// order `n_kv_heads`, `head_dim`, `max_seq_len` (ALLOC-10); otherwise a
+    /// order `n_kv_heads`, `head_dim`, `max_seq_len` (ALLOC-17); otherwise a
     /// new id, and the length is kept (ALLOC-4, ALLOC-11).
     pub fn replace_layer(
         &mut self,

@@ -5,7 +5,7 @@
 //! introduced by a section number, every string is preceded by its byte
 //! length (on top of the length `str` already appends), and every list by
 //! its count, so the encoding can be decoded left to right and is injective
-//! (PLAN-5) without relying on the suffix counts of `str`:
+//! (PLAN-16) without relying on the suffix counts of `str`:
 //!
 //! ```text
 //! text(s)  = u64(len(s)) str(s)
@@ -30,7 +30,7 @@ use crate::hasher::KeyHasher;
 use crate::identity::mint_instance;
 use crate::kv_cache::{Geometry, KvCache};
 
-/// A structural parameter (PLAN-2).
+/// A structural parameter (PLAN-15).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Param {
     U64(u64),
@@ -74,13 +74,13 @@ impl Model {
         Model::new(self.source.clone())
     }
 
-    /// Attach or detach a hook in place; the instance id stays (ID-7).
+    /// Attach or detach a hook in place; the instance id stays (ID-9).
     ///
     /// The hooks a model can carry are the ones its configuration declares,
     /// each keyed as `some` or `none` (HASH-7), so switching one back restores
-    /// exactly the earlier key (PLAN-11). A hook the configuration does not
+    /// exactly the earlier key (PLAN-18). A hook the configuration does not
     /// declare is not a state of this model: toggling it is refused as a usage
-    /// error (spec/plan.md, the note after PLAN-11) and changes nothing.
+    /// error (spec/plan.md, the note after PLAN-18) and changes nothing.
     pub fn set_hook(&mut self, hook: &str, present: bool) -> Result<(), String> {
         match self.hooks.get_mut(hook) {
             Some(state) => {
@@ -104,7 +104,7 @@ impl Model {
     }
 }
 
-/// Everything a key is computed from (PLAN-2), with explicit ids.
+/// Everything a key is computed from (PLAN-15), with explicit ids.
 pub struct KeyParts<'a> {
     pub family: &'a str,
     pub params: &'a BTreeMap<String, Param>,
@@ -128,7 +128,7 @@ impl<'a> KeyParts<'a> {
         }
     }
 
-    /// The validity key (PLAN-1, PLAN-2, PLAN-3, PLAN-5).
+    /// The validity key (PLAN-1, PLAN-15, PLAN-3, PLAN-16).
     pub fn key(&self) -> u64 {
         fn text(h: &mut KeyHasher, s: &str) {
             h.u64(s.len() as u64).str(s);

@@ -1,6 +1,6 @@
 //! Verifying a stored block (spec/verify.md, VERIFY).
 //!
-//! Five checks, in a fixed order, the first failure reported (VERIFY-1):
+//! Five checks, in a fixed order, the first failure reported (VERIFY-9):
 //! marked, readable, coherent, honest, compatible.
 
 use crate::errors::KvError;
