@@ -55,6 +55,7 @@ MODULES = (
     "served",
     "options",
     "seeds_faithful",
+    "enum_dtypes",
 )
 
 

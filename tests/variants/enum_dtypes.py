@@ -1,0 +1,79 @@
+"""Two capabilities declared on their own (CONF-7): each the reference with one thing less.
+
+- ``dtype-enum-f32-f16``: signatures hold their element type in an enum with two
+  values, ``f32`` and ``f16`` (declares ``dtypes: {f32, f16}``, SIG-14). A stamp
+  naming any other dtype (``bf16``, or a spelling such as ``F32``) cannot be
+  decoded into a signature and is refused as ``unrepresentable`` on ``dtype``,
+  after the format-version check and before the payload is measured (VERIFY-9).
+  The cache's element types are the reference's.
+- ``no-raw-fold``: the hasher's raw byte fold is private, as in seed 000
+  (declares ``raw_fold: false``, HASH-14); a ``bytes`` mix is an adapter error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from enum import Enum
+
+from kvconform.conformance.adapters.reference import ReferenceAdapter
+from kvconform.conformance.values import AdapterInfo, Fault, MixOp, Payload, Signature
+from kvconform.reference import signature as ref_signature
+
+from . import variant
+
+
+class KvDtype(Enum):
+    """The element types a stored block's signature can hold here."""
+
+    F32 = "f32"
+    F16 = "f16"
+
+    @classmethod
+    def decode(cls, name: str) -> KvDtype | None:
+        return next((d for d in cls if d.value == name), None)
+
+
+@variant(
+    "dtype-enum-f32-f16",
+    "signature dtype is an enum of f32 and f16 only (capabilities.dtypes: {f32, f16}); "
+    "other stamped dtypes are unrepresentable",
+)
+class DtypeEnumF32F16(ReferenceAdapter):
+    def describe(self) -> AdapterInfo:
+        return replace(
+            super().describe(),
+            name="dtype-enum-f32-f16",
+            dtypes=frozenset(d.value for d in KvDtype),
+        )
+
+    def verify(
+        self, recorded: Signature | None, payload: Payload, expected: Signature
+    ) -> Signature | Fault:
+        if KvDtype.decode(expected.dtype) is None:
+            raise ValueError(f"a reader cannot require dtype {expected.dtype!r}: no such KvDtype")
+        readable = recorded is not None and recorded.format_version in ref_signature.V1.readable
+        if readable and KvDtype.decode(recorded.dtype) is None:  # type: ignore[union-attr]
+            found = recorded.dtype  # type: ignore[union-attr]
+            return Fault(
+                kind="unrepresentable",
+                field="dtype",
+                values={"found": found},
+                message=(
+                    f"the stamp records dtype {found}, which KvDtype cannot represent "
+                    f"(it holds {', '.join(d.value for d in KvDtype)})"
+                ),
+            )
+        return super().verify(recorded, payload, expected)
+
+
+@variant("no-raw-fold", "the raw byte fold is private (capabilities.raw_fold: false)")
+class NoRawFold(ReferenceAdapter):
+    def describe(self) -> AdapterInfo:
+        return replace(super().describe(), name="no-raw-fold", raw_fold=False)
+
+    def hash(self, program: Sequence[MixOp]) -> list[int]:
+        for op in program:
+            if op.kind == "bytes":
+                raise TypeError("the raw byte fold is private; only the typed mixes are public")
+        return super().hash(program)
