@@ -122,9 +122,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     generated.add_argument(
         "--seed",
-        type=int,
+        type=_seed,
         metavar="S",
-        help="seed of the generated checks (default: a random one, printed)",
+        help="seed of the generated checks: a number, or 'random' for a fresh one (default: "
+        "the suite version's fixed seed, so every run generates the same programs; printed)",
     )
     generated.add_argument(
         "--export-counterexamples",
@@ -445,13 +446,26 @@ def _generated_options(args: argparse.Namespace) -> _Generated | None:
     try:
         import hypothesis  # noqa: F401
     except ImportError:
-        raise UsageError("--generated needs Hypothesis: pip install 'kvconform[test]'") from None
-    from .generated.engine import new_seed
+        raise UsageError("--generated needs Hypothesis: pip install 'kvconform[generated]'") from None
+    from .generated.engine import DEFAULT_SEED, new_seed
 
-    seed = new_seed() if args.seed is None else args.seed
+    seed = DEFAULT_SEED if args.seed is None else new_seed() if args.seed == "random" else args.seed
     return _Generated(
         args.generated, seed, args.export_counterexamples, args.adapter_cmd or args.adapter
     )
+
+
+def _seed(text: str) -> int | str:
+    """``--seed``: a whole number from 0 to 2^32-1, or ``random``."""
+    if text == "random":
+        return text
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or 'random', got {text!r}") from None
+    if not 0 <= value < 1 << 32:
+        raise argparse.ArgumentTypeError(f"expected 0 .. 4294967295, got {value}")
+    return value
 
 
 def _write_reports(args: argparse.Namespace, report: dict[str, object]) -> None:

@@ -84,7 +84,7 @@ def adapt(case: Case, info: AdapterInfo) -> Case:
             changed = True
         op = program[check.op_index]
         if isinstance(op, ops.Verify) and info.dtypes is not None:
-            refusal = _unrepresentable(op, info)
+            refusal = unrepresentable(op, info)
             if refusal is not None and _before_coherence(expect, op, info):
                 checks[position] = replace(check, expect=refusal)
                 changed = True
@@ -163,7 +163,7 @@ def _outside_schema(spec: ModelSpec, info: AdapterInfo) -> str | None:
 # -- dtype names a reader cannot hold (SIG-14, VERIFY-9) ---------------------------
 
 
-def _unrepresentable(op: ops.Verify, info: AdapterInfo) -> ErrorIs | None:
+def unrepresentable(op: ops.Verify, info: AdapterInfo) -> ErrorIs | None:
     recorded = op.recorded
     if recorded is None or info.dtypes is None or recorded.dtype in info.dtypes:
         return None

@@ -110,7 +110,13 @@ class InProcessDriver:
 
     def __init__(self, adapter: Adapter) -> None:
         self.adapter = adapter
-        self.info = adapter.describe()
+        info = adapter.describe()
+        if not isinstance(info, AdapterInfo):
+            raise TypeError(f"describe() returned {type(info).__name__}, not an AdapterInfo")
+        problems = info.problems()
+        if problems:  # the same checks as a hello answer over the protocol (CONF-6, CONF-7)
+            raise ValueError(f"describe(): {problems[0]}")
+        self.info = info
 
     def run(self, program: Sequence[ops.Op]) -> list[Outcome]:
         handles = _Handles()

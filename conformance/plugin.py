@@ -96,6 +96,8 @@ def driver_for(config: pytest.Config) -> Driver:
                 driver = InProcessDriver(load_adapter(spec))
             except AdapterSpecError as exc:
                 raise pytest.UsageError(str(exc)) from None
+            except (TypeError, ValueError) as exc:
+                raise pytest.UsageError(f"--kv-adapter {spec}: {exc}") from None
         config.stash[_DRIVER] = driver
     return driver
 

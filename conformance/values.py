@@ -171,8 +171,8 @@ OPTIONS: Mapping[str, OptionSpec] = {
     )
 }
 
-#: A parameter type in a fixed per-family key schema (PLAN-17).
-PARAM_TYPES = ("u64", "f64", "str")
+#: A field type in a fixed per-family key schema (PLAN-17): a typed parameter, or a hook.
+PARAM_TYPES = ("u64", "f64", "str", "hook")
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..adapters import DEFAULT_ADAPTER, load_adapter
 from ..driver import Driver, InProcessDriver
-from .engine import DEFAULT_EXAMPLES, case_result, new_seed, run_generated
+from .engine import DEFAULT_EXAMPLES, DEFAULT_SEED, case_result, new_seed, run_generated
 from .matrix import Row, kill_matrix, load_subjects
 
 
@@ -47,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              f"{DEFAULT_EXAMPLES} otherwise)")
     parser.add_argument("--seeds", type=_seeds, default=[0], metavar="S,S,...",
                         help="with --against-mutants: a mutant is killed if any seed kills it")
-    parser.add_argument("--seed", type=int, default=None, metavar="S")
+    parser.add_argument("--seed", default=None, metavar="S|random")
     parser.add_argument("--adapter", default=None, metavar="MODULE:FACTORY")
     parser.add_argument("--adapter-cmd", default=None, metavar="COMMAND")
     parser.add_argument("--export-counterexamples", type=Path, default=None, metavar="DIR")
@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         driver = StdioDriver(shlex.split(args.adapter_cmd))
     else:
         driver = InProcessDriver(load_adapter(args.adapter or DEFAULT_ADAPTER))
-    seed = new_seed() if args.seed is None else args.seed
+    seed = DEFAULT_SEED if args.seed is None else new_seed() if args.seed == "random" else int(args.seed)
     examples = args.examples or DEFAULT_EXAMPLES
     try:
         results = run_generated(driver, examples=examples, seed=seed,

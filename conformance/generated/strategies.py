@@ -14,9 +14,10 @@ the first rule, the first preset and the absence of a fault come first.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -24,6 +25,8 @@ from hypothesis import strategies as st
 
 from .. import ops
 from ..values import (
+    SHAPE_FIELDS,
+    AdapterInfo,
     Geometry,
     LayerDesc,
     MixOp,
@@ -192,12 +195,85 @@ def step_inputs(draw: Draw[Any], step_tokens: int) -> StepInputs:
     )
 
 
+# What an implementation's declarations let a program hold (CONF-6, CONF-7) ------------
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where the generated programs may go for one implementation.
+
+    The reference answers every option by its default. Where an implementation
+    declares another answer (CONF-6) or lacks a capability (CONF-7), programs stay
+    in the region where both answers agree, so a difference is never a
+    divergence of policy: no truncate past the length under ``refuse``, no append
+    past the capacity under ``grow``, at most one differing field in a refused
+    replacement under another check order, no hook toggles under
+    ``remints_instance``, no probes differing only in head geometry under
+    ``implied``, only the declared schema under ``fixed``, no block expectation of
+    an undeclared dtype, and no raw bytes no u64 mix can express without the raw fold.
+    """
+
+    truncate_past_length: bool = True
+    append_past_capacity: bool = True
+    shape_mismatch_fields: int = 3
+    hook_toggles: bool = True
+    vary_cache_heads: bool = True
+    key_schema: Mapping[str, Mapping[str, str]] | None = None
+    dtypes: tuple[str, ...] = DTYPES
+    raw_bytes: bool = True
+
+    @classmethod
+    def of(cls, info: AdapterInfo) -> Scope:
+        default_order = ",".join(SHAPE_FIELDS)
+        return cls(
+            truncate_past_length=info.option("truncate_past_length") == "noop",
+            append_past_capacity=info.option("append_past_capacity") == "refuse",
+            shape_mismatch_fields=3 if info.option("replace_layer_order") == default_order else 1,
+            hook_toggles=info.option("hook_toggle") == "keeps_instance",
+            vary_cache_heads=info.option("plan_key_cache_heads") == "keyed",
+            key_schema=info.key_schema,
+            dtypes=DTYPES if info.dtypes is None else tuple(d for d in DTYPES if d in info.dtypes),
+            raw_bytes=info.raw_fold,
+        )
+
+
+def schema_specs(schema: Mapping[str, Mapping[str, str]]) -> st.SearchStrategy[ModelSpec]:
+    """Models within a fixed per-family key schema (PLAN-17): its families, fields, hooks."""
+    values: dict[str, st.SearchStrategy[Param]] = {
+        "u64": st.one_of(st.integers(0, 64), st.sampled_from(U64_EDGES)),
+        "f64": param_floats,
+        "str": texts,
+    }
+
+    @st.composite
+    def spec(draw: Draw[Any]) -> ModelSpec:
+        family = draw(st.sampled_from(sorted(schema)))
+        fields = schema[family]
+        params = {
+            name: draw(values[kind])
+            for name, kind in sorted(fields.items())
+            if kind != "hook" and draw(st.booleans())
+        }
+        hooks = {
+            name: draw(st.booleans())
+            for name, kind in sorted(fields.items())
+            if kind == "hook" and draw(st.booleans())
+        }
+        return ModelSpec(family, tuple(params.items()), tuple(hooks.items()))
+
+    return spec()
+
+
 # The key-side program ---------------------------------------------------------------
 
 
 @dataclass
 class _Model:
     spec: ModelSpec
+    #: A hook was toggled in place. Such a model is never reloaded: whether a reload
+    #: starts from the configuration or from the current hook state is a point no
+    #: requirement settles, so the generated checks do not compare it.
+    toggled: bool = False
 
 
 @dataclass
@@ -220,6 +296,7 @@ class _KeyBuilder:
 
     draw: Draw[Any]
     plan: bool
+    scope: Scope = field(default_factory=Scope)
     ops: list[ops.Op] = field(default_factory=list)
     models: dict[str, _Model] = field(default_factory=dict)
     caches: dict[str, _Cache] = field(default_factory=dict)
@@ -274,20 +351,29 @@ class _KeyBuilder:
 
     # models
 
+    def model_spec(self) -> ModelSpec:
+        schema = self.scope.key_schema
+        return self.draw(model_specs if schema is None else schema_specs(schema))
+
+    def geometry(self) -> Geometry:
+        return self.draw(geometries)
+
     def new_model(self) -> None:
-        self.add_model(self.draw(model_specs))
+        self.add_model(self.model_spec())
 
     def reload_model(self) -> None:
-        if not self.models:
+        untouched = {n: m for n, m in self.models.items() if not m.toggled}
+        if not untouched:
             return
-        self.reload_from(self.pick(self.models))
+        self.reload_from(self.pick(untouched))
 
     def set_hook(self) -> None:
-        if not any(m.spec.hooks for m in self.models.values()):
+        if not self.scope.hook_toggles or not any(m.spec.hooks for m in self.models.values()):
             return
         name = self.draw(st.sampled_from(sorted(
             (n for n, m in self.models.items() if m.spec.hooks), key=_handle_order)))
         hook = self.draw(st.sampled_from([h for h, _ in self.models[name].spec.hooks]))
+        self.models[name].toggled = True
         self.ops.append(ops.ModelSetHook(model=name, hook=hook, present=self.draw(st.booleans())))
         self.maybe_read(name)
 
@@ -303,7 +389,7 @@ class _KeyBuilder:
     # caches
 
     def new_cache(self) -> None:
-        self.add_cache(self.draw(geometries))
+        self.add_cache(self.geometry())
 
     def append(self) -> None:
         if self.caches:
@@ -329,16 +415,21 @@ class _KeyBuilder:
         """Replace a layer: one that fits, or maybe out of range or of another shape."""
         g = self.caches[name].geometry
 
-        def shape(own: int) -> int | None:
-            if fits:
+        # Under another declared check order, at most one field may differ (ALLOC-17).
+        changeable = set(SHAPE_FIELDS)
+        if not fits and self.scope.shape_mismatch_fields < len(SHAPE_FIELDS):
+            changeable = {self.draw(st.sampled_from(SHAPE_FIELDS))}
+
+        def shape(field_name: str, own: int) -> int | None:
+            if fits or field_name not in changeable:
                 return self.draw(st.sampled_from((None, own)))
             return self.draw(st.one_of(st.none(), st.just(own), st.integers(1, own + 3)))
 
         layer = self.draw(st.integers(0, g.n_layers - 1) if fits else st.one_of(
             st.integers(0, g.n_layers - 1), st.integers(g.n_layers, g.n_layers + 2)))
         self.ops.append(ops.CacheReplaceLayer(
-            cache=name, layer=layer, n_kv_heads=shape(g.n_kv_heads),
-            head_dim=shape(g.head_dim), max_seq_len=shape(g.max_seq_len),
+            cache=name, layer=layer, n_kv_heads=shape("n_kv_heads", g.n_kv_heads),
+            head_dim=shape("head_dim", g.head_dim), max_seq_len=shape("max_seq_len", g.max_seq_len),
         ))
         self.maybe_read(name)
 
@@ -407,6 +498,8 @@ class _KeyBuilder:
         model, cache = self.pick(self.models), self.pick(self.caches)
         session = self.session_on(model, cache)
         which = self.draw(st.sampled_from(("model", "cache", "both", "reload")))
+        if which == "reload" and self.models[model].toggled:
+            which = "model"
         if which == "reload":
             model = self.reload_from(model)
         if which in ("model", "both"):
@@ -422,12 +515,13 @@ class _KeyBuilder:
     def story_hooks(self) -> None:
         """A plan, its model's hook toggled and restored, the plan checked each time (PLAN-18)."""
         with_hooks = [n for n, m in self.models.items() if m.spec.hooks]
-        if not (with_hooks and self.caches):
+        if not (with_hooks and self.caches and self.scope.hook_toggles):
             return
         model = self.draw(st.sampled_from(sorted(with_hooks, key=_handle_order)))
         cache = self.pick(self.caches)
         session = self.session_on(model, cache)
         hook, initially = self.draw(st.sampled_from(self.models[model].spec.hooks))
+        self.models[model].toggled = True
         for present in (not initially, initially):
             self.ops.append(ops.ModelSetHook(model=model, hook=hook, present=present))
             self.maybe_read(model)
@@ -479,8 +573,10 @@ class _KeyBuilder:
     def append_to(self, name: str) -> None:
         cache = self.caches[name]
         room = cache.geometry.max_seq_len - cache.length
-        tokens = max(1, self.draw(st.one_of(st.integers(1, max(1, room)),
-                                            st.integers(room + 1, room + 3))))
+        if room < 1 and not self.scope.append_past_capacity:
+            return
+        past = (st.integers(room + 1, room + 3),) if self.scope.append_past_capacity else ()
+        tokens = max(1, self.draw(st.one_of(st.integers(1, max(1, room)), *past)))
         if cache.length + tokens <= cache.geometry.max_seq_len:
             cache.length += tokens
         self.ops.append(ops.CacheAppend(cache=name, tokens=tokens))
@@ -488,7 +584,8 @@ class _KeyBuilder:
 
     def truncate_to(self, name: str) -> None:
         cache = self.caches[name]
-        length = self.draw(st.integers(0, cache.length + 3))
+        past = 3 if self.scope.truncate_past_length else 0
+        length = self.draw(st.integers(0, cache.length + past))
         cache.length = min(cache.length, length)
         self.ops.append(ops.CacheTruncate(cache=name, length=length))
         self.maybe_read(name)
@@ -503,10 +600,10 @@ class _KeyBuilder:
             base = self.draw(st.sampled_from(self.keys))
         else:
             base = PlanIdentity(
-                model=self.draw(model_specs),
+                model=self.model_spec(),
                 instance=self.draw(ids),
                 alloc=self.draw(ids),
-                geometry=self.draw(geometries),
+                geometry=self.geometry(),
                 step_tokens=self.draw(st.integers(1, 3)),
             )
             self.probe(base)
@@ -515,6 +612,13 @@ class _KeyBuilder:
                 self.probe(identity)
 
     def probe(self, identity: PlanIdentity) -> None:
+        scope = self.scope
+        if not scope.vary_cache_heads:  # PLAN-15 `implied`: heads never tell two probes apart
+            identity = dataclasses.replace(
+                identity, geometry=dataclasses.replace(identity.geometry, n_kv_heads=1, head_dim=1)
+            )
+        if scope.key_schema is not None and not _within(identity.model, scope.key_schema):
+            return
         self.keys.append(identity)
         self.ops.append(ops.PlanKey(identity=identity))
 
@@ -627,10 +731,25 @@ def _next_step(draw: Draw[Any], builder: _KeyBuilder) -> bool:
     return True
 
 
+def _within(spec: ModelSpec, schema: Mapping[str, Mapping[str, str]]) -> bool:
+    fields = schema.get(spec.family)
+    if fields is None:
+        return False
+    kinds = {"str": str, "f64": float}
+    return all(
+        fields.get(name) in ("u64", "f64", "str")
+        and isinstance(value, kinds.get(fields[name], int))
+        and not (fields[name] == "u64" and isinstance(value, float | str))
+        for name, value in spec.params
+    ) and all(fields.get(name) == "hook" for name, _ in spec.hooks)
+
+
 @st.composite
-def key_programs(draw: Draw[Any], plan: bool = True, max_ops: int = 60) -> Program:
+def key_programs(
+    draw: Draw[Any], plan: bool = True, max_ops: int = 60, scope: Scope | None = None
+) -> Program:
     """A program over models, caches and (with ``plan``) held plans and key probes."""
-    builder = _KeyBuilder(draw, plan)
+    builder = _KeyBuilder(draw, plan, scope or Scope())
     while len(builder.ops) < max_ops and draw(_next_step(builder)):
         pass
     builder.epilogue()
@@ -657,11 +776,32 @@ hash_program: st.SearchStrategy[tuple[MixOp, ...]] = st.lists(mix_ops, max_size=
 )
 
 
-def hash_programs(max_programs: int = 6) -> st.SearchStrategy[Program]:
-    """Several mix programs, one ``hash`` operation each (one ``hash_batch`` over stdio)."""
+def hash_programs(max_programs: int = 6, scope: Scope | None = None) -> st.SearchStrategy[Program]:
+    """Several mix programs, one ``hash`` operation each (one ``hash_batch`` over stdio).
+
+    Without the raw fold (HASH-14), raw bytes whose length is a multiple of eight are
+    mixed as the u64s that fold the same bytes, and other raw bytes are left out.
+    """
+    public = scope is not None and not scope.raw_bytes
     return st.lists(hash_program, min_size=1, max_size=max_programs).map(
-        lambda programs: tuple(ops.Hash(program=p) for p in programs)
+        lambda programs: tuple(
+            ops.Hash(program=_without_raw(p) if public else p) for p in programs
+        )
     )
+
+
+def _without_raw(program: tuple[MixOp, ...]) -> tuple[MixOp, ...]:
+    out: list[MixOp] = []
+    for mix in program:
+        if mix.kind != "bytes":
+            out.append(mix)
+            continue
+        assert isinstance(mix.value, bytes)
+        data = mix.value * mix.repeat
+        if len(data) % 8 == 0 and len(data) <= 8 * 64:
+            out += [MixOp("u64", int.from_bytes(data[i : i + 8], "little"))
+                    for i in range(0, len(data), 8)]
+    return tuple(out)
 
 
 # Blocks: payloads, stamps, expectations ---------------------------------------------------
@@ -854,11 +994,29 @@ def measuring_ops(draw: Draw[Any]) -> ops.Op:
     return cls(model=block.truth.model, payload=payload)
 
 
-def block_programs(verify: bool = True, signature: bool = True) -> st.SearchStrategy[Program]:
-    """Independent verify, measure and stamp operations (only the classes given)."""
+def block_programs(
+    verify: bool = True, signature: bool = True, scope: Scope | None = None
+) -> st.SearchStrategy[Program]:
+    """Independent verify, measure and stamp operations (only the classes given).
+
+    A reader that declares its dtypes (SIG-14) is never handed an expectation of
+    another dtype: that is its own requirement, which it could not even hold.
+    """
     choices = ([verify_ops(), verify_ops()] if verify else []) + (
         [measuring_ops()] if signature else []
     )
     if not choices:
         raise ValueError("block_programs needs verify or signature")
-    return st.lists(st.one_of(*choices), min_size=1, max_size=6).map(tuple)
+    programs = st.lists(st.one_of(*choices), min_size=1, max_size=6).map(tuple)
+    if scope is None or scope.dtypes == DTYPES:
+        return programs
+    return programs.map(lambda p: _expectations_within(p, scope.dtypes))
+
+
+def _expectations_within(program: Program, dtypes: tuple[str, ...]) -> Program:
+    return tuple(
+        dataclasses.replace(op, expected=dataclasses.replace(op.expected, dtype="f32"))
+        if isinstance(op, ops.Verify) and op.expected.dtype not in dtypes
+        else op
+        for op in program
+    )

@@ -25,6 +25,14 @@ class Variant:
     transport: Transport = "in-process"
 
     @property
+    def declares(self) -> bool:
+        """Whether the variant declares an option value or a capability other than the default."""
+        info = self.factory().describe()
+        return bool(info.options) or not info.raw_fold or info.dtypes is not None or (
+            info.key_schema is not None
+        )
+
+    @property
     def spec(self) -> str:
         return f"{self.factory.__module__}:{self.factory.__qualname__}"
 

@@ -15,7 +15,7 @@ each parameter's value before its type and name::
     u64(#params)
     str(family) str("kvconform.plan/back-to-front")
 
-It is injective (PLAN-5): read from the end, every component is found at a
+It is injective (PLAN-16): read from the end, every component is found at a
 known place with a known type -- strings carry their count after their bytes,
 so the whole key parses backwards: each list's count is met before the list,
 and each parameter's type before its value.

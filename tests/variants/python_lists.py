@@ -7,7 +7,7 @@ Differs from the reference only where the specification leaves room:
   up to the capacity; the length is tracked beside them;
 - payload buffers are Python lists, measured with ``len``;
 - measuring and verifying are an independent implementation of SIG-4 .. SIG-9
-  and VERIFY-1 .. VERIFY-7 that shares no code with ``reference/``, with its
+  and VERIFY-9 .. VERIFY-7 that shares no code with ``reference/``, with its
   own error wording (ERR-5);
 - ids come from two counters of its own that start at 2**40 and 2**41 and step
   by 1000 (ID-8).
@@ -112,7 +112,7 @@ class ListCache:
                 f"layer index {layer} is not below n_layers {g.n_layers}",
             )
         offered = {"n_kv_heads": heads, "head_dim": dim, "max_seq_len": capacity}
-        for name, found in offered.items():  # dicts keep ALLOC-10's order
+        for name, found in offered.items():  # dicts keep ALLOC-17's order
             expected = getattr(g, name)
             if found != expected:
                 return Fault(
@@ -176,7 +176,7 @@ def measure(
     if len(layers) == 0:
         return Fault("empty_payload", message="an empty payload has nothing to measure")
     heads, dim = layers[0].heads, layers[0].dim
-    if heads * dim == 0:
+    if heads * dim == 0 or heads * dim >= 1 << 64:  # SIG-6, SIG-15: no width to measure by
         return Fault(
             "degenerate_layer",
             None,

@@ -42,7 +42,7 @@ import struct
 import threading
 from array import array
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import ClassVar
 
@@ -997,3 +997,14 @@ class SeedsFaithful:
         except SignatureError as exc:
             return exc.fault()
         return to_wire(block.signature)
+
+
+@variant(
+    "seeds-faithful-over-stdio",
+    "seeds-faithful served as a separate process: its options and capabilities cross the "
+    "wire in the hello answer (CONF-6, CONF-7)",
+    transport="stdio",
+)
+class SeedsFaithfulServed(SeedsFaithful):
+    def describe(self) -> AdapterInfo:
+        return replace(super().describe(), name="seeds-faithful-served")

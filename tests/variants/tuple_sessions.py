@@ -1,11 +1,11 @@
 """Held plans that record the identity tuple itself and compare tuples.
 
 Differs from the reference only where the specification leaves room: a held
-plan stores the tuple of every component PLAN-2 lists instead of its FNV-1a
+plan stores the tuple of every component PLAN-15 lists instead of its FNV-1a
 hash, and validity is tuple equality (PLAN-4's "the key recomputed equals the
 key recorded", with the tuple as the key's pre-image). Floats are stored as
 their bit patterns: tuple equality on floats would make a NaN parameter never
-equal itself and +0.0 equal -0.0, which PLAN-5 and HASH-6 forbid.
+equal itself and +0.0 equal -0.0, which PLAN-16 and HASH-6 forbid.
 
 The ``plan_key`` probe hashes the same tuple with the HASH primitives by a
 generic walk (a count before every tuple), a composition of its own (PLAN-3).
