@@ -63,7 +63,17 @@ def mutant(
 
 
 #: The modules that register mutants, one per requirement area.
-MODULES = ("corpus", "hash", "identity", "alloc", "plan", "signature", "verify", "errors")
+MODULES = (
+    "corpus",
+    "hash",
+    "identity",
+    "alloc",
+    "plan",
+    "signature",
+    "verify",
+    "errors",
+    "teeth",
+)
 
 
 def all_mutants() -> list[Mutant]:

@@ -1,0 +1,812 @@
+"""Mutants for the refusal probes, byte-exact strings, width overflow and option values.
+
+Each is the reference with one misreading of a requirement that the scenarios
+in ``hash/refusals.yaml``, ``plan/key-refusals.yaml``, ``plan/key-strings.yaml``,
+``verify/model-label.yaml``, ``signature/width-overflow.yaml``,
+``verify/width-overflow.yaml`` and the ``options.yaml`` files (alloc, identity,
+plan) exist to catch. A mutant that misreads an option's non-default answer
+declares that answer in ``describe()``, as a real implementation would, so it
+is judged by the scenarios that assume it (CONF-6).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import ClassVar
+
+import numpy as np
+from kvconform.conformance.values import AdapterInfo
+from kvconform.reference import errors, kv_cache, model, plan
+from kvconform.reference.hasher import KeyHasher
+from kvconform.reference.identity import KvAllocId, ModelInstanceId
+from kvconform.reference.signature import V1, CacheSignature, StoredLayer
+from kvconform.reference.verify import KvBlock, UnverifiedBlock
+
+from . import mutant
+from ._kit import (
+    BlockAdapter,
+    CacheAdapter,
+    HasherAdapter,
+    Measurer,
+    ModelAdapter,
+    PlanAdapter,
+    compare,
+    incompatible,
+    payload_mismatch,
+)
+
+_MASK = (1 << 64) - 1
+
+
+def _declaring(info: AdapterInfo, **options: str) -> AdapterInfo:
+    return replace(info, options={**info.options, **options})
+
+
+# --- HASH-12: integers outside the u64 range -----------------------------------
+
+
+class _ReducedModulo(KeyHasher):
+    def mix_u64(self, value: int) -> KeyHasher:
+        return self.mix_bytes((value & _MASK).to_bytes(8, "little"))  # MUTATION: asUintN(64)
+
+    def mix_instance(self, instance_id: int) -> KeyHasher:
+        return self.mix_str("instance").mix_u64(instance_id)
+
+
+@mutant(
+    "hash-u64-reduced-mod-2-64",
+    breaks=("HASH-12", "PLAN-16"),
+    half="under",
+    plausible="BigInt.asUintN(64, x) in JavaScript, a mask with 0xffff_ffff_ffff_ffff in "
+    "Python, or a cast from an unbounded integer: the value 'fits' afterwards, and 2^64 "
+    "mixes the bytes of 0",
+)
+class HashU64ReducedMod264(HasherAdapter):
+    hasher = _ReducedModulo
+
+
+class _TwosComplement(KeyHasher):
+    def mix_u64(self, value: int) -> KeyHasher:
+        if value > _MASK:
+            raise ValueError(f"u64 out of range: {value}")
+        # MUTATION: a negative value written as its signed 64-bit pattern
+        return self.mix_bytes(value.to_bytes(8, "little", signed=value < 0))
+
+    def mix_instance(self, instance_id: int) -> KeyHasher:
+        return self.mix_str("instance").mix_u64(instance_id)
+
+
+@mutant(
+    "hash-u64-negative-as-twos-complement",
+    breaks=("HASH-12",),
+    half="under",
+    plausible="an id or parameter held in a signed 64-bit type (a Java long, an SQLite "
+    "integer) and written out as its bit pattern: -1 then mixes exactly like 2^64 - 1",
+)
+class HashU64NegativeAsTwosComplement(HasherAdapter):
+    hasher = _TwosComplement
+
+
+class _InstanceReduced(KeyHasher):
+    def mix_instance(self, instance_id: int) -> KeyHasher:
+        # MUTATION: the instance path writes its own bytes, without the u64 range check
+        self.mix_str("instance")
+        return self.mix_bytes((instance_id & _MASK).to_bytes(8, "little"))
+
+
+@mutant(
+    "hash-instance-reduced-mod-2-64",
+    breaks=("HASH-12", "HASH-8"),
+    half="under",
+    plausible="an instance primitive written separately from mix_u64 (marker, then the id "
+    "packed with struct or a mask) skips the range check the u64 primitive has",
+)
+class HashInstanceReducedMod264(HasherAdapter):
+    hasher = _InstanceReduced
+
+
+class _SignedRange(KeyHasher):
+    def mix_u64(self, value: int) -> KeyHasher:
+        if not 0 <= value < 1 << 63:  # MUTATION: the range of a signed 64-bit integer
+            raise ValueError(f"u64 out of range: {value}")
+        return super().mix_u64(value)
+
+    def mix_instance(self, instance_id: int) -> KeyHasher:
+        return self.mix_str("instance").mix_u64(instance_id)
+
+
+@mutant(
+    "hash-u64-refuses-above-int64-max",
+    breaks=("HASH-12", "HASH-4"),
+    half="contract",
+    plausible="a range check borrowed from a signed 64-bit type (Long.MAX_VALUE, "
+    "i64::MAX, an SQLite integer) refuses the upper half of the u64 range, 2^64 - 1 "
+    "included",
+)
+class HashU64RefusesAboveInt64Max(HasherAdapter):
+    hasher = _SignedRange
+
+
+# --- HASH-13: strings with no UTF-8 form ----------------------------------------
+
+
+class _ReplaceErrors(KeyHasher):
+    def mix_str(self, text: str) -> KeyHasher:
+        encoded = text.encode("utf-8", errors="replace")  # MUTATION: '?' for a lone surrogate
+        self.mix_bytes(encoded)
+        return self.mix_u64(len(encoded))
+
+
+@mutant(
+    "hash-str-surrogates-replaced",
+    breaks=("HASH-13", "HASH-5"),
+    half="under",
+    plausible="errors='replace' (or 'ignore') is the usual fix for a UnicodeEncodeError "
+    "seen in a log; the key of 'llama\\ud800' becomes the key of 'llama?'",
+)
+class HashStrSurrogatesReplaced(HasherAdapter):
+    hasher = _ReplaceErrors
+
+
+class _SurrogatePass(KeyHasher):
+    def mix_str(self, text: str) -> KeyHasher:
+        encoded = text.encode("utf-8", errors="surrogatepass")  # MUTATION: WTF-8 / CESU-8 bytes
+        self.mix_bytes(encoded)
+        return self.mix_u64(len(encoded))
+
+
+@mutant(
+    "hash-str-surrogatepass",
+    breaks=("HASH-13",),
+    half="under",
+    plausible="'surrogatepass' keeps every code point and so looks lossless; it writes "
+    "ED A0 80, which is not UTF-8, the encoding a Rust or Go implementation cannot "
+    "even produce (WTF-8, as Windows file-name code does)",
+)
+class HashStrSurrogatepass(HasherAdapter):
+    hasher = _SurrogatePass
+
+
+class _LossyUtf16(KeyHasher):
+    def mix_str(self, text: str) -> KeyHasher:
+        # MUTATION: every lone surrogate becomes U+FFFD first (String::from_utf16_lossy,
+        # JavaScript's TextEncoder), then the text is encoded
+        cleaned = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+        return super().mix_str(cleaned)
+
+
+@mutant(
+    "hash-str-surrogates-as-replacement-char",
+    breaks=("HASH-13", "HASH-5"),
+    half="under",
+    plausible="a UTF-16 language's standard encoder (TextEncoder, from_utf16_lossy) "
+    "substitutes U+FFFD silently, so 'a\\udfffb' and 'a\\ufffdb' key alike",
+)
+class HashStrSurrogatesAsReplacementChar(HasherAdapter):
+    hasher = _LossyUtf16
+
+
+class _NoAstral(KeyHasher):
+    def mix_str(self, text: str) -> KeyHasher:
+        units = text.encode("utf-16-le", errors="surrogatepass")
+        for i in range(0, len(units), 2):
+            if 0xD800 <= int.from_bytes(units[i : i + 2], "little") <= 0xDFFF:
+                # MUTATION: every surrogate code unit refused, a valid pair included
+                raise ValueError("string holds a surrogate")
+        return super().mix_str(text)
+
+
+@mutant(
+    "hash-str-refuses-astral",
+    breaks=("HASH-13", "HASH-5"),
+    half="contract",
+    plausible="in a UTF-16 language the lone-surrogate check is written over code units "
+    "('any unit in D800..DFFF is refused'), which also refuses every properly paired "
+    "character above U+FFFF",
+)
+class HashStrRefusesAstral(HasherAdapter):
+    hasher = _NoAstral
+
+
+# --- PLAN-16: string components mixed byte for byte --------------------------------
+
+Fold = Callable[[str], str]
+
+
+def _nfc(text: str) -> str:
+    return unicodedata.normalize("NFC", text)
+
+
+class _FoldedKey(PlanAdapter):
+    """The reference key over components some of whose strings were canonicalised."""
+
+    family: ClassVar[Fold | None] = None
+    param_names: ClassVar[Fold | None] = None
+    hook_names: ClassVar[Fold | None] = None
+    string_values: ClassVar[Fold | None] = None
+
+    def key(
+        self, ident: plan.PlanIdentity, cache: kv_cache.KvCache | None, step: plan.StepInputs
+    ) -> int:
+        cls = type(self)
+        same: Fold = lambda s: s  # noqa: E731
+        fam, pname, hname, sval = (
+            f if f is not None else same
+            for f in (cls.family, cls.param_names, cls.hook_names, cls.string_values)
+        )
+        params = {
+            pname(name): sval(value) if isinstance(value, str) else value
+            for name, value in ident.params.items()
+        }
+        hooks = {hname(name): on for name, on in ident.hooks.items()}
+        folded = replace(ident, family=fam(ident.family), params=params, hooks=hooks)
+        return super().key(folded, cache, step)
+
+
+@mutant(
+    "plan-key-family-casefolded",
+    breaks=("PLAN-16",),
+    half="under",
+    plausible="model registries often look families up case-insensitively ('Llama', "
+    "'LLAMA', 'llama'), and the lookup's normalised name is what gets keyed",
+)
+class PlanKeyFamilyCasefolded(_FoldedKey):
+    family = staticmethod(str.casefold)
+
+
+@mutant(
+    "plan-key-family-nfc",
+    breaks=("PLAN-16",),
+    half="under",
+    plausible="normalising text to NFC on input is standard hygiene for names that came "
+    "from a file or a web form; the family the deployment wrote decomposed is then keyed "
+    "as a different, precomposed one",
+)
+class PlanKeyFamilyNfc(_FoldedKey):
+    family = staticmethod(_nfc)
+
+
+@mutant(
+    "plan-key-family-stripped",
+    breaks=("PLAN-16",),
+    half="under",
+    plausible="a config loader that strips every string value ('llama ' from a hand-edited "
+    "YAML file) before it reaches the key",
+)
+class PlanKeyFamilyStripped(_FoldedKey):
+    family = staticmethod(str.strip)
+
+
+@mutant(
+    "plan-key-param-names-lowercased",
+    breaks=("PLAN-16",),
+    half="under",
+    plausible="configuration keys lower-cased on load (HF configs mix 'n_heads' and "
+    "'N_HEADS' styles across forks), so two parameters the model reads by exact name key "
+    "alike",
+)
+class PlanKeyParamNamesLowercased(_FoldedKey):
+    param_names = staticmethod(str.lower)
+
+
+@mutant(
+    "plan-key-hook-names-nfc",
+    breaks=("PLAN-16",),
+    half="under",
+    plausible="a hook registry keyed by a normalised name, so that the same hook "
+    "registered from two sources is found either way; the normalised name is then keyed",
+)
+class PlanKeyHookNamesNfc(_FoldedKey):
+    hook_names = staticmethod(_nfc)
+
+
+@mutant(
+    "plan-key-string-values-stripped",
+    breaks=("PLAN-16",),
+    half="under",
+    plausible="string parameter values trimmed as they are parsed (' causal' read from a "
+    "CLI flag), and the trimmed value is what the key sees",
+)
+class PlanKeyStringValuesStripped(_FoldedKey):
+    string_values = staticmethod(str.strip)
+
+
+@mutant(
+    "plan-key-string-values-casefolded",
+    breaks=("PLAN-16",),
+    half="under",
+    plausible="an enum-like string value ('Causal', 'causal') parsed case-insensitively and "
+    "keyed in its canonical spelling; the key then decides for the engine that two "
+    "spellings are one",
+)
+class PlanKeyStringValuesCasefolded(_FoldedKey):
+    string_values = staticmethod(str.casefold)
+
+
+# --- SIG-15: a per-token width no u64 holds -------------------------------------------
+
+
+class _Sig15Measurer(Measurer):
+    """The reference measuring, SIG-15 included: a width above 2^64 - 1 is degenerate."""
+
+    def width(self, n_kv_heads: int, head_dim: int) -> int:
+        return n_kv_heads * head_dim
+
+    def fits(self, width: int) -> bool:
+        return width <= _MASK
+
+    def check_degenerate(self, first: StoredLayer) -> None:
+        n_kv_heads, head_dim = first.n_kv_heads, first.head_dim
+        if n_kv_heads < 1 or head_dim < 1 or not self.fits(self.width(n_kv_heads, head_dim)):
+            raise errors.DegenerateLayer(
+                layer_index=0, n_kv_heads=first.n_kv_heads, head_dim=first.head_dim
+            )
+
+    def measure(self, model_name: str, layers: Sequence[StoredLayer]) -> CacheSignature:
+        if not layers:
+            raise errors.EmptyPayload()
+        first = layers[0]
+        n_kv_heads, head_dim = first.n_kv_heads, first.head_dim
+        self.check_degenerate(first)
+        per_token = self.width(n_kv_heads, head_dim)
+        tokens = self.measure_layer(0, first, per_token)
+        for index, layer in self.later_layers(layers):
+            self.check_shape(index, layer, (n_kv_heads, head_dim))
+            layer_tokens = self.measure_layer(index, layer, per_token)
+            self.check_tokens(index, tokens, layer_tokens)
+        return self.signature(model_name, layers, n_kv_heads, head_dim, tokens)
+
+
+class _WrappingWidth(_Sig15Measurer):
+    def width(self, n_kv_heads: int, head_dim: int) -> int:
+        return (n_kv_heads * head_dim) & _MASK  # MUTATION: u64::wrapping_mul
+
+    def fits(self, width: int) -> bool:
+        return True
+
+
+@mutant(
+    "sig-width-wrapping-multiply",
+    breaks=("SIG-15",),
+    half="under",
+    plausible="the seed multiplies two usize counts unchecked, which wraps in a release "
+    "build: (2^63 + 1) * 2 measures as width 2 and a bogus layer is accepted (and 2^32 * "
+    "2^32 wraps to 0 and divides by zero)",
+)
+class SigWidthWrappingMultiply(BlockAdapter):
+    measurer = _WrappingWidth()
+
+
+class _SaturatingWidth(_Sig15Measurer):
+    def width(self, n_kv_heads: int, head_dim: int) -> int:
+        return min(n_kv_heads * head_dim, _MASK)  # MUTATION: u64::saturating_mul
+
+    def fits(self, width: int) -> bool:
+        return True
+
+
+@mutant(
+    "sig-width-saturating-multiply",
+    breaks=("SIG-15",),
+    half="under",
+    plausible="saturating_mul is the usual 'safe' replacement for an overflowing multiply; "
+    "a width pinned at 2^64 - 1 then measures empty buffers as a coherent block of 0 tokens",
+)
+class SigWidthSaturatingMultiply(BlockAdapter):
+    measurer = _SaturatingWidth()
+
+
+class _WidthOffByOne(_Sig15Measurer):
+    def fits(self, width: int) -> bool:
+        return width < _MASK  # MUTATION: checked against u64::MAX exclusively
+
+
+@mutant(
+    "sig-width-check-off-by-one",
+    breaks=("SIG-15", "SIG-10"),
+    half="contract",
+    plausible="an overflow guard written as width < u64::MAX (or checked_mul(..) followed "
+    "by a '< MAX' sanity check) refuses the one width that fits exactly",
+)
+class SigWidthCheckOffByOne(BlockAdapter):
+    measurer = _WidthOffByOne()
+
+
+class _DimsMustFitU32(_Sig15Measurer):
+    def check_degenerate(self, first: StoredLayer) -> None:
+        super().check_degenerate(first)
+        if first.n_kv_heads >= 1 << 32 or first.head_dim >= 1 << 32:  # MUTATION: u32 dims
+            raise errors.DegenerateLayer(
+                layer_index=0, n_kv_heads=first.n_kv_heads, head_dim=first.head_dim
+            )
+
+
+@mutant(
+    "sig-width-dims-must-fit-u32",
+    breaks=("SIG-15", "SIG-10"),
+    half="contract",
+    plausible="'if both factors fit in 32 bits the product fits in 64' is a sufficient "
+    "overflow check, and a cheap one; it is not a necessary one, and refuses coherent "
+    "layers whose width fits",
+)
+class SigWidthDimsMustFitU32(BlockAdapter):
+    measurer = _DimsMustFitU32()
+
+
+# --- SIG-3: the model label compared byte for byte ----------------------------------
+
+
+class _LabelFolded(BlockAdapter):
+    """The reference verify with the model labels compared after a fold in step 5."""
+
+    fold: ClassVar[Fold] = staticmethod(lambda s: s)
+    measurer = _Sig15Measurer()
+
+    def verify_block(self, block: UnverifiedBlock, expected: CacheSignature) -> KvBlock:
+        recorded = block.signature
+        if recorded is None:
+            raise errors.Unmarked()
+        if recorded.format_version not in V1.readable:
+            raise errors.UnsupportedFormat(found=recorded.format_version, readable=V1.readable)
+        actual = replace(
+            self.measure_layers(recorded.model, block.layers),
+            format_version=recorded.format_version,
+        )
+        compare(recorded, actual, payload_mismatch)
+        fold = type(self).fold
+        if fold(expected.model) == fold(actual.model):  # MUTATION: folded comparison
+            expected = replace(expected, model=actual.model)
+        compare(expected, actual, incompatible)
+        return KvBlock(signature=actual, layers=block.layers)
+
+
+@mutant(
+    "verify-model-compared-nfc",
+    breaks=("SIG-3", "VERIFY-5"),
+    half="under",
+    plausible="comparing labels after Unicode normalisation is the textbook way to compare "
+    "user-visible strings; SIG-3 makes the label opaque, so a decomposed and a "
+    "precomposed label are two labels",
+)
+class VerifyModelComparedNfc(_LabelFolded):
+    fold = staticmethod(_nfc)
+
+
+@mutant(
+    "verify-model-compared-stripped",
+    breaks=("SIG-3", "VERIFY-5"),
+    half="under",
+    plausible="labels read from a header or a file carry stray whitespace, so the reader "
+    "trims both sides 'to be tolerant'; a suffix separated by a space is then ignored",
+)
+class VerifyModelComparedStripped(_LabelFolded):
+    fold = staticmethod(str.strip)
+
+
+@mutant(
+    "verify-stamp-label-normalised-on-decode",
+    breaks=("SIG-3", "VERIFY-5", "VERIFY-7"),
+    half="over",
+    plausible="the stamp is parsed from stored bytes by a decoder that normalises and "
+    "trims text fields, the reader's label is not: a block whose stamp and expectation are "
+    "byte-identical is then refused as incompatible",
+)
+class VerifyStampLabelNormalisedOnDecode(BlockAdapter):
+    measurer = _Sig15Measurer()
+
+    def verify_block(self, block: UnverifiedBlock, expected: CacheSignature) -> KvBlock:
+        recorded = block.signature
+        if recorded is not None:
+            # MUTATION: the stamp's label tidied while the stamp is decoded; the reader's not
+            label = _nfc(recorded.model).strip()
+            block = replace(block, signature=replace(recorded, model=label))
+        return super().verify_block(block, expected)
+
+
+# --- ALLOC-15 under refuse -------------------------------------------------------------
+
+
+class _TruncateRefuse(CacheAdapter):
+    def describe(self) -> AdapterInfo:
+        return _declaring(super().describe(), truncate_past_length="refuse")
+
+
+@mutant(
+    "truncate-refuse-after-moving-the-length",
+    breaks=("ALLOC-15", "ALLOC-14"),
+    half="contract",
+    plausible="the refusal is raised at the end of the method, after the length was "
+    "already set ('validate, then report'), so the refused truncate exposes never-written "
+    "positions",
+)
+class TruncateRefuseAfterMovingTheLength(_TruncateRefuse):
+    def cache_truncate(self, cache: kv_cache.KvCache, length: int) -> None:
+        held = len(cache)
+        cache._length = length  # MUTATION: moved before the check
+        if length > held:
+            raise ValueError(f"cannot rewind to {length}: only {held} positions held")
+
+
+@mutant(
+    "truncate-refuse-at-the-current-length",
+    breaks=("ALLOC-15",),
+    half="contract",
+    plausible="the check is written n >= len ('nothing to rewind') instead of n > len, so "
+    "a truncate to exactly the current length, a no-op under both answers, is refused",
+)
+class TruncateRefuseAtTheCurrentLength(_TruncateRefuse):
+    def cache_truncate(self, cache: kv_cache.KvCache, length: int) -> None:
+        if length >= len(cache):  # MUTATION: >= instead of >
+            raise ValueError(f"cannot rewind to {length}: only {len(cache)} positions held")
+        cache.truncate_to(length)
+
+
+@mutant(
+    "truncate-refuse-declared-but-silent",
+    breaks=("ALLOC-15", "CONF-6"),
+    half="contract",
+    plausible="the option is declared from the design document while the code still "
+    "silently ignores a bound past the length; a caller relying on the declared refusal "
+    "is never told",
+)
+class TruncateRefuseDeclaredButSilent(_TruncateRefuse):
+    pass  # MUTATION: declares refuse, truncates as noop does
+
+
+class _RemintsOnRefusal(kv_cache.KvCache):
+    def truncate_to(self, length: int) -> None:
+        if length > len(self):
+            # MUTATION: the error path re-registers the storage "to be safe"
+            self._alloc_id = KvAllocId.mint()
+            raise ValueError(f"cannot rewind to {length}: only {len(self)} positions held")
+        super().truncate_to(length)
+
+
+@mutant(
+    "truncate-refuse-mints-on-refusal",
+    breaks=("ALLOC-15", "ALLOC-13"),
+    half="over",
+    plausible="a 'reset on error' path that re-registers the storage whenever an operation "
+    "on the cache fails; nothing was done, yet every held plan is detached",
+)
+class TruncateRefuseMintsOnRefusal(_TruncateRefuse):
+    cache_cls = _RemintsOnRefusal
+
+
+# --- ALLOC-16 under grow -----------------------------------------------------------------
+
+
+class _GrowsKeepingId(kv_cache.KvCache):
+    """Storage that grows like a vector: max_seq_len is only the initial reservation."""
+
+    def append(self, k: np.ndarray, v: np.ndarray) -> None:
+        n = k.shape[1]
+        end = len(self) + n
+        reserved = self._layers[0].k.shape[0]
+        if end > reserved:
+            bigger = replace(self.geometry, max_seq_len=max(end, 2 * reserved))
+            old = self._layers
+            self._layers = [kv_cache.KvLayer.allocate(bigger) for _ in old]
+            for new, layer in zip(self._layers, old, strict=True):
+                new.k[: len(self)] = layer.k[: len(self)]
+                new.v[: len(self)] = layer.v[: len(self)]
+            # MUTATION: no new id, and the geometry still says the reserved size
+        for index, layer in enumerate(self._layers):
+            layer.k[len(self) : end] = k[index]
+            layer.v[len(self) : end] = v[index]
+        self._length = end
+
+
+@mutant(
+    "append-grow-keeps-alloc-id",
+    breaks=("ALLOC-16", "ALLOC-13", "PLAN-10"),
+    half="under",
+    plausible="a cache whose storage grows like a Vec is still 'the same cache', and "
+    "max_seq_len is read as an initial reservation; the id and the geometry stay, and every "
+    "held plan keeps writing into the released, smaller buffers",
+)
+class AppendGrowKeepsAllocId(CacheAdapter):
+    cache_cls = _GrowsKeepingId
+
+    def describe(self) -> AdapterInfo:
+        return _declaring(super().describe(), append_past_capacity="grow")
+
+
+class _GrowsMintingAlways(kv_cache.KvCache):
+    def append(self, k: np.ndarray, v: np.ndarray) -> None:
+        end = len(self) + k.shape[1]
+        if end > self.geometry.max_seq_len:
+            grown = replace(self.geometry, max_seq_len=max(end, 2 * self.geometry.max_seq_len))
+            old = self._layers
+            self.geometry = grown
+            self._layers = [kv_cache.KvLayer.allocate(grown) for _ in old]
+            for new, layer in zip(self._layers, old, strict=True):
+                new.k[: len(self)] = layer.k[: len(self)]
+                new.v[: len(self)] = layer.v[: len(self)]
+        super().append(k, v)
+        self._alloc_id = KvAllocId.mint()  # MUTATION: every append "may have moved" storage
+
+
+@mutant(
+    "append-grow-mints-on-every-append",
+    breaks=("ALLOC-16", "ALLOC-7", "PLAN-7"),
+    half="over",
+    plausible="once storage can move, 'an append may reallocate' is taken to mean every "
+    "append gets a new id, to be safe; held plans are then lost on every token, within the "
+    "capacity too",
+)
+class AppendGrowMintsOnEveryAppend(CacheAdapter):
+    cache_cls = _GrowsMintingAlways
+
+    def describe(self) -> AdapterInfo:
+        return _declaring(super().describe(), append_past_capacity="grow")
+
+
+# --- ALLOC-18: the clear's fresh id -----------------------------------------------------
+
+
+class _LazyStaleRead(kv_cache.KvCache):
+    """A lazy clear whose id accessor does not allocate: it reports the old id."""
+
+    _pending = False
+
+    def clear(self) -> None:
+        self._layers = []
+        self._length = 0
+        self._pending = True
+
+    def _allocate(self) -> None:
+        if self._pending:
+            g = self.geometry
+            self._layers = [kv_cache.KvLayer.allocate(g) for _ in range(g.n_layers)]
+            self._alloc_id = KvAllocId.mint()
+            self._pending = False
+
+    # MUTATION: no alloc_id override -- reading the id does not allocate, so it is stale
+
+    def layer(self, index: int) -> kv_cache.KvLayer:
+        self._allocate()
+        return super().layer(index)
+
+    def append(self, k: np.ndarray, v: np.ndarray) -> None:
+        self._allocate()
+        super().append(k, v)
+
+    def set_layer(self, index: int, layer: kv_cache.KvLayer) -> None:
+        self._allocate()
+        super().set_layer(index, layer)
+
+
+@mutant(
+    "clear-lazy-id-read-is-stale",
+    breaks=("ALLOC-18", "PLAN-10"),
+    half="under",
+    plausible="lazy allocation hooked into the write path only; the id getter returns the "
+    "stored field, which still names the released storage, so a check right after the "
+    "clear judges the old plan valid",
+)
+class ClearLazyIdReadIsStale(CacheAdapter):
+    cache_cls = _LazyStaleRead
+
+    def describe(self) -> AdapterInfo:
+        return _declaring(super().describe(), clear_mints="lazy")
+
+
+class _ClearBumpsLocally(kv_cache.KvCache):
+    def clear(self) -> None:
+        self._layers = [kv_cache.KvLayer.allocate(self.geometry) for _ in self._layers]
+        self._length = 0
+        self._alloc_id = KvAllocId(self._alloc_id.value + 1)  # MUTATION: a local generation
+
+
+@mutant(
+    "clear-bumps-alloc-id-locally",
+    breaks=("ALLOC-18", "ALLOC-1"),
+    half="under",
+    plausible="a per-cache generation counter (id + 1 on every clear) looks like a fresh "
+    "id, but it is not drawn from the shared counter: the next cache constructed gets "
+    "the same number",
+)
+class ClearBumpsAllocIdLocally(CacheAdapter):
+    cache_cls = _ClearBumpsLocally
+
+
+class _PooledCache(kv_cache.KvCache):
+    #: Allocation ids of dropped caches, handed to the next clear() (a buffer pool).
+    pool: ClassVar[list[int]] = []
+
+    def clear(self) -> None:
+        super().clear()
+        if self.pool:
+            self._alloc_id = KvAllocId(self.pool.pop())  # MUTATION: a recycled id
+
+
+@mutant(
+    "clear-takes-a-dropped-caches-id",
+    breaks=("ALLOC-18", "ALLOC-1", "PLAN-14"),
+    half="under",
+    plausible="clear() takes its fresh storage from a pool of buffers released by dropped "
+    "caches, and the id travels with the buffer; a plan built on the dropped cache is "
+    "then valid for the cleared one",
+)
+class ClearTakesADroppedCachesId(CacheAdapter):
+    cache_cls = _PooledCache
+
+    def drop(self, handle: object) -> None:
+        if isinstance(handle, _PooledCache):
+            _PooledCache.pool.append(handle.alloc_id.value)
+
+
+# --- ID-9 / PLAN-18 under remints_instance ----------------------------------------------
+
+
+class _RemintsDeclared(ModelAdapter):
+    def describe(self) -> AdapterInfo:
+        return _declaring(super().describe(), hook_toggle="remints_instance")
+
+
+@mutant(
+    "hook-remints-declared-but-kept",
+    breaks=("ID-9", "PLAN-18", "CONF-6"),
+    half="contract",
+    plausible="remints_instance declared because the engine rebuilds its graph on a toggle, "
+    "while the model object (and its id) is kept; a plan then regains validity, which the "
+    "declared answer says cannot happen",
+)
+class HookRemintsDeclaredButKept(_RemintsDeclared):
+    pass  # MUTATION: declares remints_instance, keeps the id as keeps_instance does
+
+
+class _MemoisedPerState(model.Model):
+    def __init__(self, config: model.ModelConfig) -> None:
+        super().__init__(config)
+        self._ids: dict[tuple[tuple[str, bool], ...], ModelInstanceId] = {
+            self._state(): self.instance_id
+        }
+
+    def _state(self) -> tuple[tuple[str, bool], ...]:
+        return tuple(sorted(self.hooks.items()))
+
+    def set_hook(self, name: str, present: bool) -> None:
+        super().set_hook(name, present)
+        # MUTATION: one id per hook state, minted the first time the state is seen
+        self.instance_id = self._ids.setdefault(self._state(), ModelInstanceId.mint())
+
+    def reload(self) -> model.Model:
+        return type(self)(self.config)
+
+
+@mutant(
+    "hook-remints-memoised-per-state",
+    breaks=("ID-9", "ID-3", "PLAN-18"),
+    half="under",
+    plausible="an engine that caches one compiled graph per hook configuration hands back "
+    "the id it gave that configuration before; switching back then re-issues an id, and "
+    "the plan built for the old instance is valid again",
+)
+class HookRemintsMemoisedPerState(_RemintsDeclared):
+    model_cls = _MemoisedPerState
+
+
+# --- PLAN-15 under implied ------------------------------------------------------------------
+
+
+@mutant(
+    "plan-key-implied-drops-all-geometry",
+    breaks=("PLAN-15", "PLAN-16"),
+    half="under",
+    plausible="'the allocation id implies the geometry' read for the whole geometry, not "
+    "the head layout only: n_layers, max_seq_len and dtype are then left out of the key "
+    "too",
+)
+class PlanKeyImpliedDropsAllGeometry(PlanAdapter):
+    def describe(self) -> AdapterInfo:
+        return _declaring(super().describe(), plan_key_cache_heads="implied")
+
+    def key(
+        self, ident: plan.PlanIdentity, cache: kv_cache.KvCache | None, step: plan.StepInputs
+    ) -> int:
+        composition = replace(self.composition, geometry=())  # MUTATION: no geometry at all
+        return composition.key(ident)
