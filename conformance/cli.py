@@ -523,7 +523,7 @@ def _print_summary(
         for name, value in a["options"].items()
         if value != OPTIONS[name].default
     ]
-    caps = {k: v for k, v in a["capabilities"].items() if not (k == "raw_fold" and v is True)}
+    caps = dict(a["capabilities"])
     if chosen or caps:
         out.write(
             "declared: "

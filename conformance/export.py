@@ -36,6 +36,7 @@ import yaml
 from . import ops
 from .generated.compare import Mismatch, error_parts
 from .values import (
+    OPTION_DECISIONS,
     Fault,
     LayerDesc,
     MixOp,
@@ -153,11 +154,16 @@ def scenario_document(
         f"Found by the generated differential check {origin} against {adapter}, and shrunk: "
         f"at step {step} ({verb}) {what}. Every expectation here is the reference's answer."
     )
+    decisions = sorted({OPTION_DECISIONS[r] for r in requires if r in OPTION_DECISIONS})
     scenario = {
         "id": scenario_id,
         "title": f"Generated counterexample: {adapter} disagrees with the reference at step "
         f"{step} ({verb})",
         "class": cls,
+        # A generated check compares with the reference under the implementation's own
+        # declarations, so its verdict rests on the seeds unless a requirement it bears
+        # on states one of this specification's decisions (CONF-8).
+        "basis": _FlowList(decisions) if decisions else "seed",
         "requires": _FlowList(requires),
         "why": why,
         "steps": builder.steps,

@@ -199,14 +199,15 @@ def info_to_wire(info: AdapterInfo) -> dict[str, Any]:
         "protocol": PROTOCOL_VERSION,
         "classes": sorted(info.classes),
         "format": {"writes": info.format_writes, "reads": sorted(info.format_reads)},
-        "options": dict(info.options),
-        "capabilities": capabilities_to_wire(info),
+        # Declarations are optional on the wire (PROTO-30): what is left out is the default.
+        **({"options": dict(info.options)} if info.options else {}),
+        **({"capabilities": caps} if (caps := capabilities_to_wire(info)) else {}),
     }
 
 
 def capabilities_to_wire(info: AdapterInfo) -> dict[str, Any]:
     """The ``capabilities`` object of a ``hello`` answer (CONF-7); defaults left out."""
-    caps: dict[str, Any] = {"raw_fold": info.raw_fold}
+    caps: dict[str, Any] = {} if info.raw_fold else {"raw_fold": False}
     if info.dtypes is not None:
         caps["dtypes"] = sorted(info.dtypes)
     if info.key_schema is not None:

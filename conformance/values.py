@@ -171,6 +171,48 @@ OPTIONS: Mapping[str, OptionSpec] = {
     )
 }
 
+#: The decisions of this specification by name, each with the requirements that state
+#: it (spec/README.md, Decisions); scenarios cite the names as their basis (CONF-8).
+DECISIONS: Mapping[str, tuple[str, ...]] = {
+    "truncate-past-length": ("ALLOC-15",),
+    "append-past-capacity": ("ALLOC-16",),
+    "replace-layer-bounds": ("ALLOC-9",),
+    "replace-layer-shape": ("ALLOC-17",),
+    "replace-keeps-length": ("ALLOC-11",),
+    "clear-mint-point": ("ALLOC-18",),
+    "refusals-change-nothing": ("ALLOC-14",),
+    "cache-error-kinds": ("ERR-8",),
+    "typed-error-parts": ("ERR-3", "ERR-4", "VERIFY-3"),
+    "raw-fold": ("HASH-14",),
+    "u64-range": ("HASH-12",),
+    "utf8-strings": ("HASH-13",),
+    "id-numbering": ("ID-8",),
+    "hook-toggle": ("ID-9", "PLAN-18"),
+    "key-composition": ("PLAN-3",),
+    "key-cache-heads": ("PLAN-15",),
+    "key-params": ("PLAN-17",),
+    "dtype-vocabulary": ("SIG-14",),
+    "measure-under-recorded-version": ("SIG-12",),
+    "width-overflow": ("SIG-15",),
+    "unrepresentable-stamp": ("VERIFY-9", "ERR-9"),
+    "profiles-declared": ("PROF-3",),
+}
+
+#: Requirements a generated counterexample may bear on that state an option's
+#: answer; such a counterexample rests on that decision, not on the seeds (CONF-8).
+OPTION_DECISIONS: Mapping[str, str] = {
+    "ALLOC-15": "truncate-past-length",
+    "ALLOC-16": "append-past-capacity",
+    "ALLOC-17": "replace-layer-shape",
+    "ALLOC-18": "clear-mint-point",
+    "ID-9": "hook-toggle",
+    "PLAN-18": "hook-toggle",
+    "PLAN-15": "key-cache-heads",
+    "PLAN-17": "key-params",
+    "SIG-14": "dtype-vocabulary",
+    "SIG-15": "width-overflow",
+}
+
 #: A field type in a fixed per-family key schema (PLAN-17): a typed parameter, or a hook.
 PARAM_TYPES = ("u64", "f64", "str", "hook")
 

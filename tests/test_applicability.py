@@ -1,4 +1,5 @@
-"""Classes and profiles decide what an implementation is judged on (CONF-1 .. CONF-3, PROF-3)."""
+"""Classes, profiles and options decide what an implementation is judged on (CONF-1 .. CONF-3,
+CONF-6, PROF-3)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from kvconform.conformance.runner import run_cases
 from kvconform.conformance.values import CLASS_REQUIRES, CLASSES, AdapterInfo
 
 from tests.fixtures.hash_only_adapter import HashOnly
+from tests.verdicts import not_passing
 
-pytestmark = pytest.mark.covers("CONF-1", "CONF-2", "CONF-3", "PROF-3")
+pytestmark = pytest.mark.covers("CONF-1", "CONF-2", "CONF-3", "CONF-6", "PROF-3", "PROTO-30")
 
 
 class Declaring(ReferenceAdapter):
@@ -60,7 +62,28 @@ def test_profile_scenarios_are_not_applicable_to_another_profile() -> None:
     assert profiled, "no scenario declares the profile it assumes"
     assert all(r.verdict == "not_applicable" and "profile v1" in r.reason for r in profiled)
     unprofiled = [r for r in results if r.case.profile is None]
-    assert all(r.verdict == "passed" for r in unprofiled)
+    assert not not_passing(unprofiled)
+
+
+def test_option_scenarios_follow_the_declared_answer() -> None:
+    """A case written for one answer to an option is not applicable to the other (CONF-6)."""
+    default = run_cases(suite.all_cases(), InProcessDriver(Declaring()))
+    grow = run_cases(
+        suite.all_cases(), InProcessDriver(Declaring(options={"append_past_capacity": "grow"}))
+    )
+    for_grow = [r for r in default if ("append_past_capacity", "grow") in r.case.options]
+    for_refuse = [r for r in grow if ("append_past_capacity", "refuse") in r.case.options]
+    assert for_grow and for_refuse
+    assert all(r.verdict == "not_applicable" and "(CONF-6)" in r.reason for r in for_grow)
+    assert all(r.verdict == "not_applicable" and "(CONF-6)" in r.reason for r in for_refuse)
+
+
+def test_an_undeclared_option_value_is_refused() -> None:
+    """An option value the specification does not list is an adapter-start error (PROTO-30)."""
+    with pytest.raises(ValueError, match="options.append_past_capacity"):
+        InProcessDriver(Declaring(options={"append_past_capacity": "truncate"}))
+    with pytest.raises(ValueError, match="no such option"):
+        InProcessDriver(Declaring(options={"grow_on_append": "yes"}))
 
 
 def test_every_readable_set_scenario_declares_its_profile() -> None:

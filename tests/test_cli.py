@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections import Counter
 import json
 import os
 import xml.etree.ElementTree as ET
@@ -249,3 +250,44 @@ def test_html_report_renders_in_a_real_browser(mutant_reports: Path, tmp_path: P
     dom.feed(result.stdout)
     assert "matrix" in dom.ids
     assert len(dom.cells) == len(suite.requirements())
+
+
+@pytest.mark.covers("CONF-8")
+def test_every_report_shows_safety_failures_apart_from_policy_failures(tmp_path: Path) -> None:
+    """A failure on the seeds' semantics and one on a decision are told apart everywhere."""
+    status, out, err = run(
+        "run", "--adapter", "tests.fixtures.two_kinds_of_failure:make",
+        "--report-dir", str(tmp_path), "--quiet",
+    )
+    assert status == cli.EXIT_FAILED, err
+    data = json.loads((tmp_path / "report.json").read_text())
+    by = data["summary"]["failed_by_basis"]
+    assert by["seed"] > 0 and by["decision"] > 0, by
+    assert by["seed"] + by["decision"] == data["summary"]["failed"]
+    truncates = [r for r in data["results"] if r["id"] == "alloc.rewind.keeps-alloc-id"]
+    capacity = [r for r in data["results"] if r["id"] == "alloc.capacity.exceeded-is-refused-whole"]
+    assert truncates[0]["basis"] == "seed" and truncates[0]["verdict"] == "failed"
+    assert capacity[0]["basis"] == ["append-past-capacity"] and capacity[0]["verdict"] == "failed"
+    assert f"{by['seed']} on the seeds' semantics: safety" in out
+    assert f"{by['decision']} on a decision of the specification: policy" in out
+    markdown = (tmp_path / "summary.md").read_text()
+    assert f"### Failures on the seeds' semantics (safety) ({by['seed']})" in markdown
+    assert f"### Failures on a decision of the specification (policy) ({by['decision']})" in markdown
+    junit = ET.parse(tmp_path / "report.xml").getroot()
+    types = Counter(f.get("type") for f in junit.iter("failure"))
+    assert types == {"seed": by["seed"], "decision": by["decision"]}
+    page = (tmp_path / "report.html").read_text()
+    assert f"On the seeds' semantics (safety): {by['seed']}" in page
+    assert f"On a decision of the specification (policy): {by['decision']}" in page
+
+
+def test_a_wrong_error_shows_the_expected_error_not_its_values(tmp_path: Path) -> None:
+    """A refusal with another value reads as the expected kind, field and values (issue 10)."""
+    status, out, _ = run(
+        "run", "--adapter", "tests.fixtures.two_kinds_of_failure:make",
+        "--id", "alloc.capacity.exceeded-is-refused-whole",
+    )
+    assert status == cli.EXIT_FAILED
+    assert "expected: error capacity_exceeded (field=max_seq_len, capacity=8, requested=9)" in out
+    assert "actual:   error capacity_exceeded (field=max_seq_len, capacity=8, requested=4)" in out
+    assert "basis:    decision append-past-capacity" in out

@@ -36,6 +36,7 @@ from kvconform.conformance.runner import CaseResult, run_cases
 from kvconform.conformance.values import Outcome
 
 from tests.mutants import MODULES, Mutant, all_mutants
+from tests.verdicts import not_passing
 from tests.mutants._kit import KIT_ADAPTERS
 
 pytestmark = pytest.mark.covers("CONF-3")
@@ -87,8 +88,7 @@ def killers(mutant: Mutant) -> list[str]:
 
 
 def _reference_failures() -> list[str]:
-    results = run_suite("reference", ReferenceAdapter())
-    return [r.report() for r in results if r.verdict != "passed"]
+    return not_passing(run_suite("reference", ReferenceAdapter()))
 
 
 # --- the baseline -------------------------------------------------------------
@@ -103,8 +103,7 @@ def test_reference_passes_every_case() -> None:
 @pytest.mark.parametrize("kit", KIT_ADAPTERS, ids=lambda k: k.__name__)
 def test_kit_defaults_are_the_reference(kit: type[ReferenceAdapter]) -> None:
     """Every mutant is built from a kit adapter; with no hook changed, it must pass."""
-    results = run_suite(f"kit:{kit.__name__}", kit())
-    failures = [r.report() for r in results if r.verdict != "passed"]
+    failures = not_passing(run_suite(f"kit:{kit.__name__}", kit()))
     assert not failures, "\n\n".join(failures)
 
 

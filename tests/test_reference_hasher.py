@@ -29,7 +29,7 @@ pytestmark = pytest.mark.covers(
     "HASH-7",
     "HASH-8",
     "HASH-9",
-    "HASH-10",
+    "HASH-14",
     "HASH-11",
 )
 
@@ -74,7 +74,7 @@ def _str(s: str) -> bytes:
 
 
 def test_hasher_matches_the_fnv1a_spec() -> None:
-    """Seed 000 ``hasher_matches_the_fnv1a_spec`` (HASH-1, HASH-2, HASH-10).
+    """Seed 000 ``hasher_matches_the_fnv1a_spec`` (HASH-1, HASH-2, HASH-14).
 
     The empty input is the offset basis -- but that vector alone is NOT sufficient:
     FNV-1 and FNV-1a agree on empty input, so it cannot catch the xor/multiply
@@ -222,7 +222,7 @@ def test_finish_returns_state_and_changes_nothing() -> None:
 
 
 def test_raw_fold_adds_nothing() -> None:
-    """HASH-10: the raw fold is reachable and adds no count, delimiter or marker."""
+    """HASH-14: the raw fold is reachable and adds no count, delimiter or marker."""
     assert KeyHasher().mix_bytes(b"").finish() == OFFSET_BASIS
     assert hasher.fnv1a64(b"abc") == KeyHasher().mix_bytes(b"ab").mix_bytes(b"c").finish()
     assert hasher.fnv1a64(b"abc") == 0xE71FA2190541574B == _fold(b"abc")

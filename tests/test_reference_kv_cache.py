@@ -27,14 +27,14 @@ from kvconform.reference.kv_cache import CacheGeometry, KvCache, KvLayer
 pytestmark = pytest.mark.covers(
     "ALLOC-1",
     "ALLOC-2",
-    "ALLOC-3",
+    "ALLOC-18",
     "ALLOC-4",
     "ALLOC-5",
-    "ALLOC-6",
+    "ALLOC-15",
     "ALLOC-7",
-    "ALLOC-8",
+    "ALLOC-16",
     "ALLOC-9",
-    "ALLOC-10",
+    "ALLOC-17",
     "ALLOC-11",
     "ALLOC-12",
     "ALLOC-13",
@@ -164,7 +164,7 @@ def test_construction_mints_even_for_identical_geometry() -> None:
 
 
 def test_clear_releases_storage_resets_length_and_mints() -> None:
-    """ALLOC-3: fresh storage of the same geometry, length 0, new id."""
+    """ALLOC-18: fresh storage of the same geometry, length 0, new id."""
     cache = _filled(5)
     before = Snapshot.of(cache)
     cache.clear()
@@ -205,7 +205,7 @@ def test_truncate_rewinds_in_place_without_minting() -> None:
 
 @pytest.mark.parametrize("target", [5, 6, 100])
 def test_truncate_past_length_is_a_noop(target: int) -> None:
-    """ALLOC-6: truncating to n >= length changes nothing, raises nothing, mints nothing."""
+    """ALLOC-15: truncating to n >= length changes nothing, raises nothing, mints nothing."""
     cache = _filled(5)
     before = Snapshot.of(cache)
     cache.truncate_to(target)
@@ -232,7 +232,7 @@ def test_append_within_capacity_writes_in_place_without_minting() -> None:
 
 @pytest.mark.parametrize(("start", "n"), [(5, 4), (8, 1), (0, 9)])
 def test_append_past_capacity_is_refused_and_changes_nothing(start: int, n: int) -> None:
-    """ALLOC-8: ``capacity_exceeded`` with capacity and requested; length, data, id unchanged."""
+    """ALLOC-16: ``capacity_exceeded`` with capacity and requested; length, data, id unchanged."""
     cache = _filled(start)
     before = Snapshot.of(cache)
     with pytest.raises(CapacityExceeded) as excinfo:
@@ -276,7 +276,7 @@ def test_replacing_a_missing_layer_is_refused(index: int) -> None:
 def test_replacement_of_another_shape_is_refused_in_field_order(
     overrides: dict[str, int], field: str, expected: int, found: int
 ) -> None:
-    """ALLOC-10: ``layer_shape_mismatch``, first differing field in order, no mint."""
+    """ALLOC-17: ``layer_shape_mismatch``, first differing field in order, no mint."""
     cache = _filled(3)
     before = Snapshot.of(cache)
     with pytest.raises(LayerShapeMismatch) as excinfo:
@@ -405,7 +405,7 @@ def test_replacement_whose_v_buffer_has_another_element_type_is_refused() -> Non
 
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
 def test_storage_element_type_follows_the_geometry(dtype: str) -> None:
-    """ALLOC-3 / ALLOC-14: storage (fresh and after clear) has the cache's element type."""
+    """ALLOC-18 / ALLOC-14: storage (fresh and after clear) has the cache's element type."""
     g = CacheGeometry(1, 1, 2, 4, dtype=dtype)
     cache = KvCache(g)
     expected = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}[dtype]

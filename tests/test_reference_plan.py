@@ -29,16 +29,16 @@ from kvconform.reference.plan import DecodePlan, PlanIdentity, RopeSpec, StepInp
 
 pytestmark = pytest.mark.covers(
     "PLAN-1",
-    "PLAN-2",
+    "PLAN-15",
     "PLAN-3",
     "PLAN-4",
-    "PLAN-5",
+    "PLAN-16",
     "PLAN-6",
     "PLAN-7",
     "PLAN-8",
     "PLAN-9",
     "PLAN-10",
-    "PLAN-11",
+    "PLAN-18",
     "PLAN-12",
     "PLAN-13",
     "PLAN-14",
@@ -139,7 +139,7 @@ def _param(name: str, value: Param) -> bytes:
 
 
 def test_key_is_fnv1a_over_every_baked_component() -> None:
-    """PLAN-2: FNV-1a 64 with the HASH primitives over family, params, hooks, instance,
+    """PLAN-15: FNV-1a 64 with the HASH primitives over family, params, hooks, instance,
     alloc, geometry and tokens per step (checked against the reference's documented
     composition, rebuilt here byte by byte)."""
     model, cache = Model(CONFIG), KvCache(GEOMETRY)
@@ -232,12 +232,12 @@ NAN_B = hasher.f64_from_bits(0x7FF8000000000001)
     ],
 )
 def test_changing_any_one_component_changes_the_key(changes: dict[str, object]) -> None:
-    """PLAN-5: the composition is injective over each component."""
+    """PLAN-16: the composition is injective over each component."""
     assert _identity(**changes).key() != _identity().key()
 
 
 def test_signed_zero_and_nan_payloads_key_by_bits() -> None:
-    """PLAN-5 / HASH-6: -0.0 and +0.0 key differently, NaN payloads differ, same bits match."""
+    """PLAN-16 / HASH-6: -0.0 and +0.0 key differently, NaN payloads differ, same bits match."""
     pos, neg = _identity(params={"eps": 0.0}), _identity(params={"eps": -0.0})
     assert pos.key() != neg.key()
     assert _identity(params={"eps": NAN_A}).key() != _identity(params={"eps": NAN_B}).key()
@@ -255,7 +255,7 @@ def test_signed_zero_and_nan_payloads_key_by_bits() -> None:
 
 
 def test_lists_are_count_prefixed() -> None:
-    """PLAN-5: variable-length lists (params, hooks) cannot borrow each other's bytes."""
+    """PLAN-16: variable-length lists (params, hooks) cannot borrow each other's bytes."""
     # A string parameter whose value is "some" vs a hook of the same name that is present:
     # each entry ends in str("some"), and only the counts and type names separate them.
     as_param = _identity(params={"h": "some"}, hooks={})
@@ -371,7 +371,7 @@ def test_plan_is_invalid_for_every_other_allocation() -> None:
 
 
 def test_hook_toggle_invalidates_and_restoring_revalidates() -> None:
-    """PLAN-11: toggling a hook in place flips validity; restoring the state restores it."""
+    """PLAN-18: toggling a hook in place flips validity; restoring the state restores it."""
     model, cache, plan = _fresh()
     instance = model.instance_id
     model.set_hook("logit_hook", True)
@@ -389,7 +389,7 @@ def test_hook_toggle_invalidates_and_restoring_revalidates() -> None:
 
 
 def test_toggling_a_hook_the_config_does_not_declare_is_refused() -> None:
-    """PLAN-11: the hooks a model can carry are those its configuration declares, so
+    """PLAN-18: the hooks a model can carry are those its configuration declares, so
     restoring a hook state restores exactly the original key; an undeclared hook is not
     a state of the model, and toggling it is refused with nothing changed."""
     model = Model(ModelConfig(family="qwen3", params=PARAMS))

@@ -47,7 +47,7 @@ pytestmark = pytest.mark.covers(
     "SIG-8",
     "SIG-9",
     "SIG-10",
-    "SIG-11",
+    "SIG-14",
     "SIG-12",
     "SIG-13",
     "PROF-1",
@@ -218,7 +218,7 @@ def test_measurement_rules() -> None:
 
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
 def test_dtype_is_measured_from_the_buffers(dtype: str) -> None:
-    """SIG-4 / SIG-11: the element type is read off the buffers (f16 buffers measure "f16")."""
+    """SIG-4 / SIG-14: the element type is read off the buffers (f16 buffers measure "f16")."""
     layers = [layer(2, 4, 3, dtype=NUMPY_DTYPES[dtype]) for _ in range(2)]
     assert measure("m", layers).dtype == dtype
     assert stamp("m", layers).signature.dtype == dtype
@@ -305,7 +305,7 @@ def test_zero_token_payload_is_coherent() -> None:
 
 
 def test_dtype_vocabulary_and_string_comparison() -> None:
-    """SIG-11: vocabulary "f32", "f16", "bf16" (lower case), compared as strings."""
+    """SIG-14: vocabulary "f32", "f16", "bf16" (lower case), compared as strings."""
     assert DTYPES == ("f32", "f16", "bf16")
     layers = tuple(payload(1, 2, 2, 1))
     honest = measure("m", layers)

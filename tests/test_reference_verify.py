@@ -36,7 +36,7 @@ from kvconform.reference.signature import (
 from kvconform.reference.verify import KvBlock, UnverifiedBlock, stamp, verify
 
 pytestmark = pytest.mark.covers(
-    "VERIFY-1",
+    "VERIFY-9",
     "VERIFY-2",
     "VERIFY-3",
     "VERIFY-4",
@@ -156,7 +156,7 @@ def test_an_unreadable_format_version_is_rejected() -> None:
 
 
 # ---------------------------------------------------------------------------
-# Precedence (VERIFY-1)
+# Precedence (VERIFY-9)
 # ---------------------------------------------------------------------------
 
 
@@ -169,13 +169,13 @@ def test_an_unreadable_format_version_is_rejected() -> None:
     ],
 )
 def test_unmarked_beats_everything(layers: tuple[StoredLayer, ...]) -> None:
-    """VERIFY-1 / VERIFY-2: no stamp -> unmarked, whatever the payload and expectation."""
+    """VERIFY-9 / VERIFY-2: no stamp -> unmarked, whatever the payload and expectation."""
     for want in (expected("model-a", 3, 2, 8, 4), expected("other", 9, 9, 9, 9)):
         assert refusal(UnverifiedBlock(None, layers), want) == Unmarked()
 
 
 def test_unsupported_format_beats_a_broken_payload() -> None:
-    """VERIFY-1: version 99 over a payload whose layer 1 claims seq_len 7 -> unsupported_format."""
+    """VERIFY-9: version 99 over a payload whose layer 1 claims seq_len 7 -> unsupported_format."""
     layers = _seq_len_7_at_layer_1(payload(3, 2, 8, 4))
     stamp_ = dataclasses.replace(expected("model-a", 3, 2, 8, 4), format_version=99)
     err = refusal(UnverifiedBlock(stamp_, layers), expected("model-b", 3, 2, 8, 4))
@@ -185,7 +185,7 @@ def test_unsupported_format_beats_a_broken_payload() -> None:
 
 
 def test_an_incoherent_payload_beats_a_lying_stamp() -> None:
-    """VERIFY-1: step 3 (ragged/empty) is reported before step 4 (payload_mismatch)."""
+    """VERIFY-9: step 3 (ragged/empty) is reported before step 4 (payload_mismatch)."""
     layers = _seq_len_7_at_layer_1(payload(3, 2, 8, 4))
     lying = expected("model-a", 5, 2, 16, 9)
     err = refusal(UnverifiedBlock(lying, layers), expected("model-b", 1, 1, 1, 1))
@@ -194,7 +194,7 @@ def test_an_incoherent_payload_beats_a_lying_stamp() -> None:
 
 
 def test_a_lying_stamp_beats_an_incompatible_expectation() -> None:
-    """VERIFY-1: stamp head_dim 16 over an 8-wide payload, reader wants model-b:
+    """VERIFY-9: stamp head_dim 16 over an 8-wide payload, reader wants model-b:
     payload_mismatch on head_dim; the model difference is never reached."""
     stamp_ = CacheSignature(1, "model-a", 3, 2, 16, "f32", 4)
     want = CacheSignature(1, "model-b", 3, 2, 16, "f32", 4)

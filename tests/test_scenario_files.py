@@ -24,6 +24,7 @@ scenarios:
   - id: demo.case.one
     title: A case
     class: identity
+    basis: seed
     requires: [ALLOC-5]
     why: catches something specific enough
     steps:
@@ -41,34 +42,34 @@ def _write(tmp_path: Path, text: str) -> Path:
     [
         (
             "      - new_cach: {as: c, n_layers: 1, n_kv_heads: 1, head_dim: 1, max_seq_len: 2}\n",
-            10,
+            11,
             "new_cach",
         ),
         (
             "      - new_cache: {as: c, n_layers: 0, n_kv_heads: 1, head_dim: 1, max_seq_len: 2}\n",
-            10,
+            11,
             "n_layers",
         ),
-        ("      - append: {cache: nowhere, tokens: 1}\n", 10, "no live cache named 'nowhere'"),
+        ("      - append: {cache: nowhere, tokens: 1}\n", 11, "no live cache named 'nowhere'"),
         (
             "      - new_model: {as: m, family: llama}\n      - append: {cache: m, tokens: 1}\n",
-            11,
+            12,
             "'m' is a model, not a cache",
         ),
         (
             "      - new_model: {as: m, family: llama}\n"
             "      - new_model: {as: m, family: llama}\n",
-            11,
+            12,
             "still live",
         ),
         (
             "      - new_model: {as: m, family: llama, params: {eps: 1e-5}}\n",
-            10,
+            11,
             "reads as a number",
         ),
-        ("      - same: [a, b]\n", 10, "no value named 'a'"),
-        ("      - check: {session: s, model: m, cache: c, expect: maybe}\n", 10, "maybe"),
-        ("      - verify: {recorded: null, payload: p, expected: e}\n", 10, "no payload named 'p'"),
+        ("      - same: [a, b]\n", 11, "no value named 'a'"),
+        ("      - check: {session: s, model: m, cache: c, expect: maybe}\n", 11, "maybe"),
+        ("      - verify: {recorded: null, payload: p, expected: e}\n", 11, "no payload named 'p'"),
     ],
 )
 def test_a_bad_step_names_file_line_and_element(

@@ -18,6 +18,7 @@ from kvconform.conformance.runner import CaseResult, run_cases
 
 from tests.mutants.corpus import ModelIdFromAddress, TruncateRemints
 from tests.variants.renumbered import RenumberedReworded
+from tests.verdicts import not_passing
 
 pytestmark = pytest.mark.covers("CONF-3", "CONF-4")
 
@@ -32,7 +33,7 @@ def _failed(results: list[CaseResult]) -> set[str]:
 
 def test_reference_passes_every_case() -> None:
     results = _run(ReferenceAdapter())
-    failures = [r.report() for r in results if r.verdict != "passed"]
+    failures = not_passing(results)
     assert not failures, "\n\n".join(failures)
     assert len(results) == len(suite.all_cases())
 
@@ -67,5 +68,5 @@ def test_truncate_that_remints_fails_the_rewind_scenarios() -> None:
 
 def test_other_wording_and_other_ids_pass_everything() -> None:
     results = _run(RenumberedReworded())
-    failures = [r.report() for r in results if r.verdict != "passed"]
+    failures = not_passing(results)
     assert not failures, "\n\n".join(failures)

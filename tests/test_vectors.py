@@ -77,7 +77,7 @@ def op_bytes_payload(op: dict[str, Any]) -> bytes:
 
 
 def encode_op(op: dict[str, Any]) -> bytes:
-    """The bytes an op folds into the state (HASH-4 .. HASH-8, HASH-10)."""
+    """The bytes an op folds into the state (HASH-4 .. HASH-8, HASH-14)."""
     kind = op["op"]
     if kind == "bytes":
         return op_bytes_payload(op)

@@ -289,7 +289,8 @@ class Measurer:
         return self.signature(model_name, layers, n_kv_heads, head_dim, tokens)
 
     def check_degenerate(self, first: signature.StoredLayer) -> None:
-        if first.n_kv_heads < 1 or first.head_dim < 1:
+        width = first.n_kv_heads * first.head_dim
+        if first.n_kv_heads < 1 or first.head_dim < 1 or width > signature.U64_MAX:
             raise errors.DegenerateLayer(
                 layer_index=0, n_kv_heads=first.n_kv_heads, head_dim=first.head_dim
             )

@@ -62,7 +62,7 @@ class _TruncatePastGrows(kv_cache.KvCache):
 
 @mutant(
     "truncate-past-length-grows",
-    breaks=("ALLOC-6",),
+    breaks=("ALLOC-15",),
     half="contract",
     plausible="'truncate_to(n) sets the length to n' is the literal reading of the name; "
     "past the end it presents never-written positions as if they held KV",
@@ -89,7 +89,7 @@ class TruncateToZeroRemints(CacheAdapter):
     cache_cls = _TruncateToZeroRemints
 
 
-# --- operations that must mint: ALLOC-3, ALLOC-4 ------------------------------
+# --- operations that must mint: ALLOC-18, ALLOC-4 ------------------------------
 
 
 class _ClearOfEmptyIsNoop(kv_cache.KvCache):
@@ -101,7 +101,7 @@ class _ClearOfEmptyIsNoop(kv_cache.KvCache):
 
 @mutant(
     "clear-of-empty-cache-is-a-noop",
-    breaks=("ALLOC-3", "ALLOC-13"),
+    breaks=("ALLOC-18", "ALLOC-13"),
     half="under",
     plausible="an early return when there is nothing to clear looks like a free "
     "optimization; but clear() is defined by releasing the storage, not by the length",
@@ -118,7 +118,7 @@ class _ClearKeepsId(kv_cache.KvCache):
 
 @mutant(
     "clear-keeps-alloc-id",
-    breaks=("ALLOC-3", "PLAN-10"),
+    breaks=("ALLOC-18", "PLAN-10"),
     half="under",
     plausible="clear() reads as emptying the same cache, like a list's clear(); but it "
     "releases the buffers a held plan captured (ApxInf PR 89)",
@@ -135,7 +135,7 @@ class _ClearKeepsLength(kv_cache.KvCache):
 
 @mutant(
     "clear-keeps-length",
-    breaks=("ALLOC-3",),
+    breaks=("ALLOC-18",),
     half="contract",
     plausible="the seed documents clear() as 'drops every layer'; a port that swaps the "
     "storage and mints but forgets cached_len leaves a length over fresh zeros",
@@ -187,7 +187,7 @@ class ReplaceLayerResetsLength(CacheAdapter):
     cache_cls = _ReplaceResetsLength
 
 
-# --- refusals: ALLOC-8 .. ALLOC-10, ALLOC-13 ----------------------------------
+# --- refusals: ALLOC-16 .. ALLOC-17, ALLOC-13 ----------------------------------
 
 
 class _ShapeOrder(kv_cache.KvCache):
@@ -210,10 +210,10 @@ class _ShapeOrder(kv_cache.KvCache):
 
 @mutant(
     "replace-layer-shape-check-in-storage-order",
-    breaks=("ALLOC-10",),
+    breaks=("ALLOC-17",),
     half="contract",
     plausible="zip(current.k.shape, new.k.shape) compares in the buffer's own dimension "
-    "order, capacity first, which is not the order ALLOC-10 fixes",
+    "order, capacity first, which is not the order ALLOC-17 fixes",
 )
 class ReplaceLayerShapeCheckInStorageOrder(CacheAdapter):
     cache_cls = _ShapeOrder
@@ -257,7 +257,7 @@ class _RefusalMints(kv_cache.KvCache):
 
 @mutant(
     "refused-replacement-mints",
-    breaks=("ALLOC-9", "ALLOC-10", "ALLOC-13"),
+    breaks=("ALLOC-9", "ALLOC-17", "ALLOC-13"),
     half="over",
     plausible="minting at the top of the method 'because a replacement is coming' is the "
     "easy order; a refused replacement then invalidates every held plan for nothing",
@@ -283,7 +283,7 @@ class _CapacityOffByOne(kv_cache.KvCache):
 
 @mutant(
     "capacity-off-by-one",
-    breaks=("ALLOC-7", "ALLOC-8"),
+    breaks=("ALLOC-7", "ALLOC-16"),
     half="over",
     plausible="'length must stay below max_seq_len' confuses the last index with the "
     "count; the final position of every cache is then refused",
@@ -306,7 +306,7 @@ class _PartialWrite(kv_cache.KvCache):
 
 @mutant(
     "capacity-partial-write",
-    breaks=("ALLOC-8",),
+    breaks=("ALLOC-16",),
     half="contract",
     plausible="'write as much as fits and report the rest' is how write(2) behaves; it "
     "leaves a length no caller asked for",
@@ -335,7 +335,7 @@ class _Grows(kv_cache.KvCache):
 
 @mutant(
     "capacity-grows",
-    breaks=("ALLOC-8",),
+    breaks=("ALLOC-16",),
     half="contract",
     plausible="dynamic caches (transformers' DynamicCache) grow on demand; a fixed-"
     "capacity cache that does the same silently detaches every held plan",
@@ -355,9 +355,9 @@ class _RequestedIsCount(kv_cache.KvCache):
 
 @mutant(
     "capacity-requested-is-count",
-    breaks=("ALLOC-8", "ERR-2"),
+    breaks=("ALLOC-16", "ERR-2"),
     half="contract",
-    plausible="'requested' reads as 'how many positions were asked for'; ALLOC-8 defines "
+    plausible="'requested' reads as 'how many positions were asked for'; ALLOC-16 defines "
     "it as the length the append would have produced",
 )
 class CapacityRequestedIsCount(CacheAdapter):

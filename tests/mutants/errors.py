@@ -17,15 +17,15 @@ from kvconform.reference.signature import StoredLayer
 from . import mutant
 from ._kit import BlockAdapter, FaultAdapter, Measurer
 
-# --- ERR-1: the closed set ----------------------------------------------------
+# --- ERR-8: the closed set ----------------------------------------------------
 
 
 @mutant(
     "err-kind-outside-the-closed-set",
-    breaks=("ERR-1",),
+    breaks=("ERR-8",),
     half="contract",
     plausible="a stamp that contradicts its payload 'is corruption', so it gets its own "
-    "kind, corrupt_block; ERR-1 closes the set so callers can handle every refusal",
+    "kind, corrupt_block; ERR-8 closes the set so callers can handle every refusal",
 )
 class ErrKindOutsideTheClosedSet(FaultAdapter):
     def report(self, fault: Fault) -> Fault:
@@ -67,7 +67,7 @@ class ErrOutOfRangeIndexAsValue(FaultAdapter):
 
 @mutant(
     "err-capacity-without-field",
-    breaks=("ERR-2", "ALLOC-8"),
+    breaks=("ERR-2", "ALLOC-16"),
     half="contract",
     plausible="capacity_exceeded is about the cache as a whole, so it names no field; "
     "ERR-2 gives it max_seq_len",

@@ -17,12 +17,12 @@ from kvconform.reference.hasher import KeyHasher
 from . import mutant
 from ._kit import REFERENCE_COMPOSITION, Composition, KeyedPlan, PlanAdapter
 
-# --- under-keying: PLAN-2, PLAN-5, PLAN-9 .. PLAN-11 --------------------------
+# --- under-keying: PLAN-15, PLAN-16, PLAN-9 .. PLAN-18 --------------------------
 
 
 @mutant(
     "plan-key-ignores-alloc",
-    breaks=("PLAN-2", "PLAN-10", "ALLOC-2"),
+    breaks=("PLAN-15", "PLAN-10", "ALLOC-2"),
     half="under",
     plausible="the plan is handed the cache at every call, so 'it reads whatever cache it "
     "is given' -- but a held plan reads the buffers it captured (the slot-pooling bug)",
@@ -33,7 +33,7 @@ class PlanKeyIgnoresAlloc(PlanAdapter):
 
 @mutant(
     "plan-key-ignores-instance",
-    breaks=("PLAN-2", "PLAN-8", "PLAN-9"),
+    breaks=("PLAN-15", "PLAN-8", "PLAN-9"),
     half="under",
     plausible="family and structural parameters describe the graph completely -- except "
     "for the weight constants it baked, which only the instance id stands for",
@@ -44,7 +44,7 @@ class PlanKeyIgnoresInstance(PlanAdapter):
 
 @mutant(
     "plan-key-ignores-hooks",
-    breaks=("PLAN-2", "PLAN-11"),
+    breaks=("PLAN-15", "PLAN-18"),
     half="under",
     plausible="hooks are runtime callbacks, not 'structure', so they are left out; but an "
     "attached hook adds ops to the graph the plan baked",
@@ -63,7 +63,7 @@ class _HookValuesOnly(Composition):
 
 @mutant(
     "plan-key-ignores-hook-names",
-    breaks=("PLAN-2", "PLAN-5"),
+    breaks=("PLAN-15", "PLAN-16"),
     half="under",
     plausible="mixing 'how many hooks are on' (a bitmask over the hook list) looks "
     "enough; a model with a logit hook then keys like one with a sampling hook",
@@ -74,7 +74,7 @@ class PlanKeyIgnoresHookNames(PlanAdapter):
 
 @mutant(
     "plan-key-ignores-family",
-    breaks=("PLAN-2", "PLAN-5"),
+    breaks=("PLAN-15", "PLAN-16"),
     half="under",
     plausible="the seed's first predicate was pure geometry: Qwen3 and Llama at the same "
     "dimensions then key alike although they build different graphs",
@@ -85,7 +85,7 @@ class PlanKeyIgnoresFamily(PlanAdapter):
 
 @mutant(
     "plan-key-ignores-step-tokens",
-    breaks=("PLAN-2", "PLAN-4"),
+    breaks=("PLAN-15", "PLAN-4"),
     half="under",
     plausible="token count is 'per-step input' like the token values; but a one-token "
     "decode graph cannot run a four-token verify batch",
@@ -96,7 +96,7 @@ class PlanKeyIgnoresStepTokens(PlanAdapter):
 
 @mutant(
     "plan-key-ignores-max-seq-len",
-    breaks=("PLAN-2", "PLAN-5"),
+    breaks=("PLAN-15", "PLAN-16"),
     half="under",
     plausible="capacity looks like a limit rather than a shape, so only heads, head_dim "
     "and layers are keyed; the buffers' baked shapes include it",
@@ -109,7 +109,7 @@ class PlanKeyIgnoresMaxSeqLen(PlanAdapter):
 
 @mutant(
     "plan-key-ignores-dtype",
-    breaks=("PLAN-2", "PLAN-5"),
+    breaks=("PLAN-15", "PLAN-16"),
     half="under",
     plausible="only f32 caches exist today, so the element type 'cannot differ'; an f16 "
     "cache of the same shape then runs an f32 plan",
@@ -122,10 +122,10 @@ class PlanKeyIgnoresDtype(PlanAdapter):
 
 @mutant(
     "plan-key-ignores-float-sign",
-    breaks=("PLAN-5", "HASH-6"),
+    breaks=("PLAN-16", "HASH-6"),
     half="under",
     plausible="a structural float is a magnitude (an epsilon, a scale), so abs() looks "
-    "like a harmless normalization; PLAN-5 names the sign bit explicitly",
+    "like a harmless normalization; PLAN-16 names the sign bit explicitly",
 )
 class PlanKeyIgnoresFloatSign(PlanAdapter):
     composition = replace(REFERENCE_COMPOSITION, float_mix=lambda h, x: h.mix_f64(abs(x)))
@@ -133,7 +133,7 @@ class PlanKeyIgnoresFloatSign(PlanAdapter):
 
 @mutant(
     "plan-key-float-truncated",
-    breaks=("PLAN-2", "PLAN-5"),
+    breaks=("PLAN-15", "PLAN-16"),
     half="under",
     plausible="'structural parameters are integers' (layers, heads, sizes); a float such "
     "as rms_norm_eps mixed through int() keys 1e-5 like 1e-6",
@@ -144,7 +144,7 @@ class PlanKeyFloatTruncated(PlanAdapter):
 
 @mutant(
     "plan-key-params-untyped",
-    breaks=("PLAN-5",),
+    breaks=("PLAN-16",),
     half="under",
     plausible="the primitives are self-delimiting, so the type name looks redundant; but "
     "u64(0), f64(+0.0) and str('') are the same eight zero bytes",
@@ -164,7 +164,7 @@ class _IdsCombined(Composition):
 
 @mutant(
     "plan-key-ids-combined-by-xor",
-    breaks=("PLAN-5",),
+    breaks=("PLAN-16",),
     half="under",
     plausible="folding the two ids into one word ('the plan's identity') keeps the key "
     "small; instance 3 over allocation 5 then keys like instance 5 over allocation 3",
@@ -175,7 +175,7 @@ class PlanKeyIdsCombinedByXor(PlanAdapter):
 
 @mutant(
     "plan-key-geometry-only",
-    breaks=("PLAN-2", "PLAN-9", "PLAN-10"),
+    breaks=("PLAN-15", "PLAN-9", "PLAN-10"),
     half="under",
     plausible="the seed's own predicate before its identity module: (seq, max_seq_len, "
     "n_layers, dtype) -- sufficient while one model shape drove the path",
@@ -340,7 +340,7 @@ class _BuildWidth(KeyedPlan):
 
 @mutant(
     "plan-check-uses-its-own-width",
-    breaks=("PLAN-4", "PLAN-2"),
+    breaks=("PLAN-4", "PLAN-15"),
     half="under",
     plausible="the plan knows how many tokens it was built for, so the check recomputes "
     "the key with that number instead of counting the step's tokens",

@@ -345,7 +345,7 @@ class SigEmptyPayloadMeasured(BlockAdapter):
     measurer = _EmptyMeasured()
 
 
-# --- SIG-3, SIG-4, SIG-11: the fields -----------------------------------------
+# --- SIG-3, SIG-4, SIG-14: the fields -----------------------------------------
 
 
 class _NumpyDtypeName(Measurer):
@@ -363,9 +363,9 @@ class _NumpyDtypeName(Measurer):
 
 @mutant(
     "sig-dtype-numpy-name",
-    breaks=("SIG-4", "SIG-11"),
+    breaks=("SIG-4", "SIG-14"),
     half="contract",
-    plausible="str(buffer.dtype) is right there and says 'float32'; SIG-11 fixes the "
+    plausible="str(buffer.dtype) is right there and says 'float32'; SIG-14 fixes the "
     "vocabulary f32/f16/bf16",
 )
 class SigDtypeNumpyName(BlockAdapter):

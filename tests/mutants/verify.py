@@ -45,7 +45,7 @@ class VerifyUnmarkedTreatedAsCompatible(BlockAdapter):
 
 @mutant(
     "verify-measures-before-the-stamp-is-looked-at",
-    breaks=("VERIFY-1", "VERIFY-2"),
+    breaks=("VERIFY-9", "VERIFY-2"),
     half="contract",
     plausible="measuring first and then comparing with whatever stamp there is reads "
     "naturally; an unmarked broken block then reports its payload fault, not unmarked",
@@ -115,7 +115,7 @@ class VerifyReadableFromExpectation(_ReadableCheck):
 
 @mutant(
     "verify-coherence-before-format",
-    breaks=("VERIFY-1", "VERIFY-3"),
+    breaks=("VERIFY-9", "VERIFY-3"),
     half="contract",
     plausible="validating the payload before interpreting the stamp looks defensive; a "
     "reader then measures a layout it cannot read and reports the wrong fault",
@@ -183,7 +183,7 @@ class VerifyHonestySkippedWhenStampIsExpected(BlockAdapter):
 
 @mutant(
     "verify-compatibility-before-honesty",
-    breaks=("VERIFY-1", "VERIFY-4", "VERIFY-5"),
+    breaks=("VERIFY-9", "VERIFY-4", "VERIFY-5"),
     half="contract",
     plausible="'is it what we want?' is the question the caller asked, so it is answered "
     "first; a lying stamp is then reported as an ordinary miss",
@@ -265,9 +265,9 @@ class VerifyModelComparedIgnoringCase(BlockAdapter):
 
 @mutant(
     "verify-dtype-compared-ignoring-case",
-    breaks=("SIG-11", "VERIFY-4"),
+    breaks=("SIG-14", "VERIFY-4"),
     half="under",
-    plausible="'F32' and 'f32' name the same type to a person; SIG-11 compares dtype as "
+    plausible="'F32' and 'f32' name the same type to a person; SIG-14 compares dtype as "
     "a string so that any other spelling simply differs",
 )
 class VerifyDtypeComparedIgnoringCase(BlockAdapter):
@@ -406,7 +406,7 @@ class VerifyShapeFromExpectation(BlockAdapter):
 
 @mutant(
     "verify-dtype-from-expectation",
-    breaks=("VERIFY-6", "SIG-2", "SIG-11"),
+    breaks=("VERIFY-6", "SIG-2", "SIG-14"),
     half="under",
     plausible="'a flat buffer cannot tell its element type, the reader knows it': the "
     "expectation's dtype is filled in, and an f32 block is certified as f16",

@@ -78,13 +78,14 @@ impl Signature {
 pub fn measure_as(version: u64, model: &str, layers: &[StoredLayer]) -> Result<Signature, KvError> {
     let first = layers.first().ok_or(KvError::EmptyPayload)?; // SIG-5
     let (h, d) = (first.n_kv_heads, first.head_dim);
-    if h == 0 || d == 0 {
+    let width = h as u128 * d as u128;
+    // SIG-6: no heads or no dimension; SIG-15: a width no u64 holds cannot be measured.
+    if h == 0 || d == 0 || width > u64::MAX as u128 {
         return Err(KvError::DegenerateLayer {
             n_kv_heads: h,
             head_dim: d,
-        }); // SIG-6
+        });
     }
-    let width = h as u128 * d as u128;
     let tokens = measure_layer(0, first, width)?;
     for (index, layer) in layers.iter().enumerate().skip(1) {
         // SIG-8, then SIG-7, then the depth check, layer by layer (SIG-9).
