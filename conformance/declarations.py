@@ -60,6 +60,29 @@ def capability_missing(case: Case, info: AdapterInfo) -> str | None:
                     f"the reader's expectation has dtype {op.expected.dtype!r}, which {info.name} "
                     f"cannot represent (capabilities.dtypes: {sorted(info.dtypes)}, SIG-14)"
                 )
+        too_wide = _too_wide_for_reader(op, info)
+        if too_wide:
+            return (
+                f"{too_wide} does not fit the {info.uint_bits}-bit counts {info.name} holds "
+                "(capabilities.uint_bits, SIG-14)"
+            )
+    return None
+
+
+def _too_wide_for_reader(op: ops.Op, info: AdapterInfo) -> str | None:
+    """A count the reader cannot hold, outside the stamp (where it is refused instead)."""
+    if info.uint_bits >= 64:
+        return None
+    limit = (1 << info.uint_bits) - 1
+    payload = op.payload if isinstance(op, ops.Measure | ops.Stamp | ops.Verify) else ()
+    for index, layer in enumerate(payload):
+        for name in ("n_kv_heads", "head_dim", "seq_len", "k_len", "v_len"):
+            if getattr(layer, name) > limit:
+                return f"the payload's layer {index} {name} {getattr(layer, name)}"
+    if isinstance(op, ops.Verify):
+        for name in _COUNT_FIELDS:
+            if getattr(op.expected, name) > limit:
+                return f"the reader's expected {name} {getattr(op.expected, name)}"
     return None
 
 
@@ -83,7 +106,7 @@ def adapt(case: Case, info: AdapterInfo) -> Case:
             checks[position] = replace(check, expect=expect.in_order(order))
             changed = True
         op = program[check.op_index]
-        if isinstance(op, ops.Verify) and info.dtypes is not None:
+        if isinstance(op, ops.Verify) and (info.dtypes is not None or info.uint_bits < 64):
             refusal = unrepresentable(op, info)
             if refusal is not None and _before_coherence(expect, op, info):
                 checks[position] = replace(check, expect=refusal)
@@ -163,11 +186,27 @@ def _outside_schema(spec: ModelSpec, info: AdapterInfo) -> str | None:
 # -- dtype names a reader cannot hold (SIG-14, VERIFY-9) ---------------------------
 
 
+#: The stamp's count fields, in the comparison order of SIG-1.
+_COUNT_FIELDS = ("n_layers", "n_kv_heads", "head_dim", "tokens")
+
+
 def unrepresentable(op: ops.Verify, info: AdapterInfo) -> ErrorIs | None:
+    """The refusal a reader owes a stamp it cannot hold (VERIFY-9, ERR-9), or ``None``.
+
+    The first such field in the field order of SIG-1 is the one reported.
+    """
     recorded = op.recorded
-    if recorded is None or info.dtypes is None or recorded.dtype in info.dtypes:
+    if recorded is None:
         return None
-    return ErrorIs("unrepresentable", "dtype", None, {"found": recorded.dtype})
+    limit = (1 << info.uint_bits) - 1
+    for name in ("n_layers", "n_kv_heads", "head_dim", "dtype", "tokens"):
+        value = getattr(recorded, name)
+        if name == "dtype":
+            if info.dtypes is not None and value not in info.dtypes:
+                return ErrorIs("unrepresentable", "dtype", None, {"found": value})
+        elif value > limit:
+            return ErrorIs("unrepresentable", name, None, {"found": value})
+    return None
 
 
 def _before_coherence(expect: object, op: ops.Verify, info: AdapterInfo) -> bool:

@@ -212,6 +212,8 @@ def capabilities_to_wire(info: AdapterInfo) -> dict[str, Any]:
         caps["dtypes"] = sorted(info.dtypes)
     if info.key_schema is not None:
         caps["key_schema"] = {f: dict(p) for f, p in info.key_schema.items()}
+    if info.uint_bits != 64:
+        caps["uint_bits"] = info.uint_bits
     return caps
 
 
@@ -255,12 +257,15 @@ def info_from_wire(raw: object) -> AdapterInfo:
     caps = raw.get("capabilities", {})
     if not isinstance(caps, Mapping):
         raise ops.WireError("hello result.capabilities: expected an object")
-    unknown_caps = sorted(set(caps) - {"raw_fold", "dtypes", "key_schema"})
+    unknown_caps = sorted(set(caps) - {"raw_fold", "dtypes", "key_schema", "uint_bits"})
     if unknown_caps:
         raise ops.WireError(
             f"hello result.capabilities: unknown capability {', '.join(unknown_caps)} "
-            "(the capabilities are raw_fold, dtypes, key_schema)"
+            "(the capabilities are raw_fold, dtypes, key_schema, uint_bits)"
         )
+    uint_bits = caps.get("uint_bits", 64)
+    if uint_bits not in (32, 64) or isinstance(uint_bits, bool):
+        raise ops.WireError("hello result.capabilities.uint_bits: expected 32 or 64")
     raw_fold = caps.get("raw_fold", True)
     if not isinstance(raw_fold, bool):
         raise ops.WireError("hello result.capabilities.raw_fold: expected true or false")
@@ -291,6 +296,7 @@ def info_from_wire(raw: object) -> AdapterInfo:
         raw_fold=raw_fold,
         dtypes=None if dtypes is None else frozenset(dtypes),
         key_schema=None if schema is None else {f: dict(p) for f, p in schema.items()},
+        uint_bits=uint_bits,
     )
     problems = info.problems()
     if problems:

@@ -237,6 +237,9 @@ class AdapterInfo:
     #: Capability, with ``plan_key_params: fixed``: per family, the parameters
     #: the key holds and their types (PLAN-17).
     key_schema: Mapping[str, Mapping[str, str]] | None = None
+    #: Capability: the width of the unsigned integers a block's counts are held in
+    #: (SIG-14): 64, or 32 for a reader whose counts are ``u32``.
+    uint_bits: int = 64
 
     def option(self, name: str) -> str:
         """The value the implementation answers the option with (CONF-6)."""
@@ -253,6 +256,8 @@ class AdapterInfo:
                 found.append(
                     f"options.{name}: {value!r} is not one of {', '.join(spec.values)}"
                 )
+        if self.uint_bits not in (32, 64):
+            found.append(f"capabilities.uint_bits: {self.uint_bits!r} is not 32 or 64")
         if self.dtypes is not None and "f32" not in self.dtypes:
             found.append("capabilities.dtypes: must hold f32, the element type of profile v1")
         fixed = self.option("plan_key_params") == "fixed"

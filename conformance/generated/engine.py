@@ -429,7 +429,7 @@ def _as_declared(program: Program, outcomes: list[Outcome], info: AdapterInfo) -
     ``unrepresentable`` after the version check (VERIFY-9, SIG-14), where the
     reference, which holds every name, measures on.
     """
-    if info.dtypes is None:
+    if info.dtypes is None and info.uint_bits >= 64:
         return outcomes
     out = list(outcomes)
     for index, op in enumerate(program):

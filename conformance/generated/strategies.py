@@ -221,6 +221,8 @@ class Scope:
     key_schema: Mapping[str, Mapping[str, str]] | None = None
     dtypes: tuple[str, ...] = DTYPES
     raw_bytes: bool = True
+    #: Block counts above this are not generated for a reader with narrower counts.
+    uint_max: int = U64_MAX
 
     @classmethod
     def of(cls, info: AdapterInfo) -> Scope:
@@ -234,6 +236,7 @@ class Scope:
             key_schema=info.key_schema,
             dtypes=DTYPES if info.dtypes is None else tuple(d for d in DTYPES if d in info.dtypes),
             raw_bytes=info.raw_fold,
+            uint_max=(1 << info.uint_bits) - 1,
         )
 
 
@@ -1007,10 +1010,23 @@ def block_programs(
     )
     if not choices:
         raise ValueError("block_programs needs verify or signature")
-    programs = st.lists(st.one_of(*choices), min_size=1, max_size=6).map(tuple)
+    one = st.one_of(*choices)
+    if scope is not None and scope.uint_max < U64_MAX:
+        one = one.filter(lambda op: _counts_within(op, scope.uint_max))
+    programs = st.lists(one, min_size=1, max_size=6).map(tuple)
     if scope is None or scope.dtypes == DTYPES:
         return programs
     return programs.map(lambda p: _expectations_within(p, scope.dtypes))
+
+
+def _counts_within(op: ops.Op, limit: int) -> bool:
+    """No count of the payload, the stamp or the expectation above ``limit`` (SIG-14)."""
+    payload = getattr(op, "payload", ())
+    sigs = [s for s in (getattr(op, "recorded", None), getattr(op, "expected", None)) if s]
+    return all(
+        max(layer.n_kv_heads, layer.head_dim, layer.seq_len, layer.k_len, layer.v_len) <= limit
+        for layer in payload
+    ) and all(max(s.n_layers, s.n_kv_heads, s.head_dim, s.tokens) <= limit for s in sigs)
 
 
 def _expectations_within(program: Program, dtypes: tuple[str, ...]) -> Program:

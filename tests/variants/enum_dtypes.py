@@ -1,4 +1,7 @@
-"""Two capabilities declared on their own (CONF-7): each the reference with one thing less.
+"""Capabilities declared on their own (CONF-7): each the reference with one thing less.
+
+- ``u32-counts``: a stamp's counts are held in ``u32`` (declares ``uint_bits: 32``); a
+  stamp count above 2^32-1 is refused as ``unrepresentable`` on that field (VERIFY-9).
 
 - ``dtype-enum-f32-f16``: signatures hold their element type in an enum with two
   values, ``f32`` and ``f16`` (declares ``dtypes: {f32, f16}``, SIG-14). A stamp
@@ -77,3 +80,36 @@ class NoRawFold(ReferenceAdapter):
             if op.kind == "bytes":
                 raise TypeError("the raw byte fold is private; only the typed mixes are public")
         return super().hash(program)
+
+
+#: The largest count a ``u32`` holds.
+_U32_MAX = (1 << 32) - 1
+
+
+@variant(
+    "u32-counts",
+    "a reader whose block counts are u32 (capabilities.uint_bits: 32); a stamp count above "
+    "2^32-1 is unrepresentable",
+)
+class U32Counts(ReferenceAdapter):
+    """The reference, holding a stamp's counts in ``u32`` as a 32-bit engine's ``usize`` would."""
+
+    def describe(self) -> AdapterInfo:
+        return replace(super().describe(), name="u32-counts", uint_bits=32)
+
+    def verify(
+        self, recorded: Signature | None, payload: Payload, expected: Signature
+    ) -> Signature | Fault:
+        readable = recorded is not None and recorded.format_version in ref_signature.V1.readable
+        if readable:
+            assert recorded is not None
+            for name in ("n_layers", "n_kv_heads", "head_dim", "tokens"):
+                found = getattr(recorded, name)
+                if found > _U32_MAX:
+                    return Fault(
+                        kind="unrepresentable",
+                        field=name,
+                        values={"found": found},
+                        message=f"the stamp's {name} {found} does not fit in a u32",
+                    )
+        return super().verify(recorded, payload, expected)
