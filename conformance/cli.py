@@ -446,7 +446,9 @@ def _generated_options(args: argparse.Namespace) -> _Generated | None:
     try:
         import hypothesis  # noqa: F401
     except ImportError:
-        raise UsageError("--generated needs Hypothesis: pip install 'kvconform[generated]'") from None
+        raise UsageError(
+            "--generated needs Hypothesis: pip install 'kvconform[generated]'"
+        ) from None
     from .generated.engine import DEFAULT_SEED, new_seed
 
     seed = DEFAULT_SEED if args.seed is None else new_seed() if args.seed == "random" else args.seed
@@ -462,7 +464,9 @@ def _seed(text: str) -> int | str:
     try:
         value = int(text, 10)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number or 'random', got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number or 'random', got {text!r}"
+        ) from None
     if not 0 <= value < 1 << 32:
         raise argparse.ArgumentTypeError(f"expected 0 .. 4294967295, got {value}")
     return value

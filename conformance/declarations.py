@@ -54,12 +54,15 @@ def capability_missing(case: Case, info: AdapterInfo) -> str | None:
             reason = _outside_schema(spec, info)
             if reason:
                 return reason
-        if isinstance(op, ops.Verify) and info.dtypes is not None:
-            if op.expected.dtype not in info.dtypes:
-                return (
-                    f"the reader's expectation has dtype {op.expected.dtype!r}, which {info.name} "
-                    f"cannot represent (capabilities.dtypes: {sorted(info.dtypes)}, SIG-14)"
-                )
+        if (
+            isinstance(op, ops.Verify)
+            and info.dtypes is not None
+            and op.expected.dtype not in info.dtypes
+        ):
+            return (
+                f"the reader's expectation has dtype {op.expected.dtype!r}, which {info.name} "
+                f"cannot represent (capabilities.dtypes: {sorted(info.dtypes)}, SIG-14)"
+            )
         too_wide = _too_wide_for_reader(op, info)
         if too_wide:
             return (

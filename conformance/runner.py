@@ -30,7 +30,8 @@ class CaseResult:
 
     def report(self) -> str:
         """What a person needs to see when the case failed."""
-        return render_failure(self.case, self.failures)
+        reason = self.reason if self.verdict == "not_applicable" else ""
+        return render_failure(self.case, self.failures, reason)
 
 
 def class_not_claimed(case: Case, info: AdapterInfo) -> str | None:
@@ -93,7 +94,9 @@ def run_case(case: Case, driver: Driver) -> CaseResult:
     # An adapter failure explains everything after it; report it first.
     failures.sort(key=lambda f: not f.actual.startswith("adapter failure"))
     probes = {
-        c.op_index for c in case.checks if isinstance(c, OutcomeCheck) and isinstance(c.expect, Refuses)
+        c.op_index
+        for c in case.checks
+        if isinstance(c, OutcomeCheck) and isinstance(c.expect, Refuses)
     }
     broken = (i for i, o in enumerate(outcomes) if isinstance(o, Broken) and i not in probes)
     if next(broken, None) is not None and not failures:
@@ -106,7 +109,9 @@ def run_cases(cases: Iterable[Case], driver: Driver) -> list[CaseResult]:
     return [run_case(case, driver) for case in cases]
 
 
-def render_failure(case: Case, failures: tuple[Failure, ...]) -> str:
+def render_failure(case: Case, failures: tuple[Failure, ...], reason: str = "") -> str:
+    if reason:
+        return f"{case.id}: not applicable: {reason}"
     if not failures:
         return f"{case.id}: passed"
     first = failures[0]

@@ -25,8 +25,8 @@ from .checks import (
     ErrorIs,
     Expectation,
     OutcomeCheck,
-    RelationCheck,
     Refuses,
+    RelationCheck,
     ShapeMismatchIs,
     SignatureIs,
     Succeeds,
@@ -658,7 +658,8 @@ def _unmixable(value: object) -> str | None:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            return f"the string {value.encode('utf-8', 'backslashreplace').decode()!r} has no UTF-8 form (HASH-13)"
+            shown = value.encode("utf-8", "backslashreplace").decode()
+            return f"the string {shown!r} has no UTF-8 form (HASH-13)"
     return None
 
 

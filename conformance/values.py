@@ -251,7 +251,8 @@ class AdapterInfo:
         for name, value in self.options.items():
             spec = OPTIONS.get(name)
             if spec is None:
-                found.append(f"options.{name}: no such option (the options are {', '.join(OPTIONS)})")
+                known = ", ".join(OPTIONS)
+                found.append(f"options.{name}: no such option (the options are {known})")
             elif value not in spec.values:
                 found.append(
                     f"options.{name}: {value!r} is not one of {', '.join(spec.values)}"
@@ -264,7 +265,9 @@ class AdapterInfo:
         if fixed and not self.key_schema:
             found.append("options.plan_key_params is fixed but capabilities.key_schema is empty")
         if not fixed and self.key_schema is not None:
-            found.append("capabilities.key_schema is given but options.plan_key_params is not fixed")
+            found.append(
+                "capabilities.key_schema is given but options.plan_key_params is not fixed"
+            )
         for family, params in (self.key_schema or {}).items():
             for pname, ptype in params.items():
                 if ptype not in PARAM_TYPES:

@@ -36,8 +36,8 @@ from kvconform.conformance.runner import CaseResult, run_cases
 from kvconform.conformance.values import Outcome
 
 from tests.mutants import MODULES, Mutant, all_mutants
-from tests.verdicts import not_passing
 from tests.mutants._kit import KIT_ADAPTERS
+from tests.verdicts import not_passing
 
 pytestmark = pytest.mark.covers("CONF-3")
 

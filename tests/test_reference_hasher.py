@@ -255,7 +255,7 @@ def test_primitives_are_byte_exact_over_a_mixed_program() -> None:
 
 @pytest.mark.covers("HASH-12", "HASH-13")
 def test_values_with_no_canonical_bytes_are_refused() -> None:
-    """HASH-12 and HASH-13, checkable only here (the adapter protocol cannot carry them).
+    """HASH-12 and HASH-13 in the reference's own API (the suite probes them too, CONF-9).
 
     An integer outside 0 .. 2**64-1 is refused by every u64-mixing primitive, never
     reduced, clamped or reinterpreted; a string with an unpaired surrogate raises

@@ -78,7 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         driver = StdioDriver(shlex.split(args.adapter_cmd))
     else:
         driver = InProcessDriver(load_adapter(args.adapter or DEFAULT_ADAPTER))
-    seed = DEFAULT_SEED if args.seed is None else new_seed() if args.seed == "random" else int(args.seed)
+    if args.seed is None:
+        seed = DEFAULT_SEED
+    else:
+        seed = new_seed() if args.seed == "random" else int(args.seed)
     examples = args.examples or DEFAULT_EXAMPLES
     try:
         results = run_generated(driver, examples=examples, seed=seed,

@@ -21,19 +21,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-import kvconform
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 
+import kvconform
+
 from .. import ops
 from ..adapters.reference import ReferenceAdapter
 from ..checks import Failure, Where
+from ..declarations import unrepresentable
 from ..driver import Driver, InProcessDriver
 from ..runner import CaseResult
 from ..scenario import Case
-from ..declarations import unrepresentable
 from ..values import AdapterInfo, Fault, Outcome, Refused
 from . import PROPERTY_IDS, strategies
 from .compare import (

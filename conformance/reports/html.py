@@ -71,7 +71,10 @@ def render_run(report: Mapping[str, Any]) -> str:
     body.append(f'<h2 id="failures">Failures ({len(failed)})</h2>')
     for title, group in (
         ("On the seeds' semantics (safety)", [r for r in failed if r.get("basis") == "seed"]),
-        ("On a decision of the specification (policy)", [r for r in failed if r.get("basis") != "seed"]),
+        (
+            "On a decision of the specification (policy)",
+            [r for r in failed if r.get("basis") != "seed"],
+        ),
     ):
         body.append(f'<h3 class="basis">{title}: {len(group)}</h3>')
         for r in group:

@@ -45,9 +45,8 @@ def render(report: Mapping[str, Any]) -> str:
             for req in r["requires"]:
                 ET.SubElement(props, "property", name="requirement", value=req)
             basis = r.get("basis", "seed")
-            ET.SubElement(
-                props, "property", name="basis", value="seed" if basis == "seed" else ",".join(basis)
-            )
+            shown = "seed" if basis == "seed" else ",".join(basis)
+            ET.SubElement(props, "property", name="basis", value=shown)
             if r["verdict"] == "failed":
                 failure = r["failure"]
                 on = "seed" if basis == "seed" else "decision " + ",".join(basis)

@@ -50,7 +50,10 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
     failed = [r for r in report["results"] if r["verdict"] == "failed"]
     groups = (
         ("on the seeds' semantics (safety)", [r for r in failed if r.get("basis") == "seed"]),
-        ("on a decision of the specification (policy)", [r for r in failed if r.get("basis") != "seed"]),
+        (
+            "on a decision of the specification (policy)",
+            [r for r in failed if r.get("basis") != "seed"],
+        ),
     )
     shown = 0
     for title, group in groups:

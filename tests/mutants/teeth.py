@@ -810,3 +810,50 @@ class PlanKeyImpliedDropsAllGeometry(PlanAdapter):
     ) -> int:
         composition = replace(self.composition, geometry=())  # MUTATION: no geometry at all
         return composition.key(ident)
+
+
+# --- VERIFY-9 / SIG-14: a reader that declares narrower types ------------------------------
+
+
+class _Declares32BitCounts(BlockAdapter):
+    def describe(self) -> AdapterInfo:
+        return replace(super().describe(), uint_bits=32)
+
+
+@mutant(
+    "u32-reader-wraps-stamp-counts",
+    breaks=("VERIFY-9", "ERR-9", "SIG-14"),
+    half="under",
+    plausible="a reader that decodes a stamp's counts with `as u32` (a C cast, a "
+    "`DataView.getUint32` on the low word): 2^32 layers becomes 0 and 2^32+3 becomes 3, "
+    "the second stamp then agrees with a 3-layer payload and the block is used",
+)
+class U32ReaderWrapsStampCounts(_Declares32BitCounts):
+    def verify(self, recorded, payload, expected):  # type: ignore[no-untyped-def]
+        if recorded is not None:
+            narrowed = {
+                name: getattr(recorded, name) & 0xFFFF_FFFF  # MUTATION: wraps instead of refusing
+                for name in ("n_layers", "n_kv_heads", "head_dim", "tokens")
+            }
+            recorded = replace(recorded, **narrowed)
+        return super().verify(recorded, payload, expected)
+
+
+class _DeclaresDtypeEnum(BlockAdapter):
+    def describe(self) -> AdapterInfo:
+        return replace(super().describe(), dtypes=frozenset({"f32", "f16"}))
+
+
+@mutant(
+    "dtype-enum-reader-maps-unknown-to-f32",
+    breaks=("SIG-14", "VERIFY-9", "ERR-9"),
+    half="under",
+    plausible="an enum decoder with a fallback (`_ => F32`, `?? 'f32'`) for names it does "
+    "not know: a stamp saying bf16 or F32 then decodes as f32 and a block written in "
+    "another element type is read as f32",
+)
+class DtypeEnumReaderMapsUnknownToF32(_DeclaresDtypeEnum):
+    def verify(self, recorded, payload, expected):  # type: ignore[no-untyped-def]
+        if recorded is not None and recorded.dtype not in ("f32", "f16"):
+            recorded = replace(recorded, dtype="f32")  # MUTATION: unknown names fall back to f32
+        return super().verify(recorded, payload, expected)

@@ -28,8 +28,12 @@ class Variant:
     def declares(self) -> bool:
         """Whether the variant declares an option value or a capability other than the default."""
         info = self.factory().describe()
-        return bool(info.options) or not info.raw_fold or info.dtypes is not None or info.uint_bits != 64 or (
-            info.key_schema is not None
+        return bool(
+            info.options
+            or not info.raw_fold
+            or info.dtypes is not None
+            or info.uint_bits != 64
+            or info.key_schema is not None
         )
 
     @property

@@ -217,7 +217,9 @@ class _ImpliedPlan(plan.DecodePlan):
         return _implied_key(plan.PlanIdentity.of(m, cache, len(step.token_ids))) == self.key
 
 
-@variant("cache-heads-implied", "plan key without n_kv_heads/head_dim (plan_key_cache_heads: implied)")
+@variant(
+    "cache-heads-implied", "plan key without n_kv_heads/head_dim (plan_key_cache_heads: implied)"
+)
 class CacheHeadsImplied(ReferenceAdapter):
     def describe(self) -> AdapterInfo:
         return _declaring(super().describe(), "cache-heads-implied", plan_key_cache_heads="implied")
