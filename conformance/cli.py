@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import json
 import shlex
 import sys
 import time
@@ -112,7 +113,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="write the current failures as a starting expectations file",
     )
-    generated = run.add_argument_group("generated checks (need Hypothesis: the 'test' extra)")
+    generated = run.add_argument_group(
+        "generated checks (need Hypothesis: pip install 'kvconform[generated]')"
+    )
     generated.add_argument(
         "--generated",
         type=_positive_int,
@@ -531,7 +534,7 @@ def _print_summary(
     if chosen or caps:
         out.write(
             "declared: "
-            + "; ".join(chosen + [f"{k}: {v}" for k, v in sorted(caps.items())])
+            + "; ".join(chosen + [f"{k}: {json.dumps(v)}" for k, v in sorted(caps.items())])
             + " (CONF-6, CONF-7)\n"
         )
     out.write("\n")
