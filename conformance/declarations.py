@@ -20,6 +20,7 @@ Two things follow from a declaration, and both live here:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from . import ops
@@ -51,7 +52,7 @@ def capability_missing(case: Case, info: AdapterInfo) -> str | None:
             )
         spec = _model_spec(op)
         if spec is not None and info.key_schema is not None:
-            reason = _outside_schema(spec, info)
+            reason = outside_schema(spec, info.key_schema, info.name)
             if reason:
                 return reason
         if (
@@ -131,19 +132,28 @@ def _reexpressed(program: tuple[MixOp, ...]) -> tuple[MixOp, ...] | None:
     """
     out: list[MixOp] = []
     for mix in program:
-        if mix.kind != "bytes":
-            out.append(mix)
-            continue
-        assert isinstance(mix.value, bytes)
-        data = mix.value * mix.repeat
-        if len(data) % 8:
+        mixes = as_u64_mixes(mix, _MAX_REEXPRESSED - len(out))
+        if mixes is None:
             return None
-        if len(out) + len(data) // 8 > _MAX_REEXPRESSED:
-            return None
-        out.extend(
-            MixOp("u64", int.from_bytes(data[i : i + 8], "little")) for i in range(0, len(data), 8)
-        )
+        out.extend(mixes)
     return tuple(out)
+
+
+def as_u64_mixes(mix: MixOp, limit: int = _MAX_REEXPRESSED) -> tuple[MixOp, ...] | None:
+    """``mix`` without the raw fold: a ``bytes`` op as the u64 mixes folding the same bytes.
+
+    ``None`` when no public mix folds those bytes (a length that is not a
+    multiple of eight) or when it would take more than ``limit`` mixes.
+    """
+    if mix.kind != "bytes":
+        return (mix,)
+    assert isinstance(mix.value, bytes)
+    data = mix.value * mix.repeat
+    if len(data) % 8 or len(data) // 8 > limit:
+        return None
+    return tuple(
+        MixOp("u64", int.from_bytes(data[i : i + 8], "little")) for i in range(0, len(data), 8)
+    )
 
 
 # -- fixed per-family key schema (PLAN-17) ----------------------------------------
@@ -163,24 +173,26 @@ def _type_of(value: object) -> str:
     return "f64" if isinstance(value, float) else "u64"
 
 
-def _outside_schema(spec: ModelSpec, info: AdapterInfo) -> str | None:
-    assert info.key_schema is not None
-    schema = info.key_schema.get(spec.family)
-    if schema is None:
+def outside_schema(
+    spec: ModelSpec, schema: Mapping[str, Mapping[str, str]], name: str
+) -> str | None:
+    """Why ``spec`` cannot be keyed by the fixed schema ``name`` declares (PLAN-17), or ``None``."""
+    fields = schema.get(spec.family)
+    if fields is None:
         return (
-            f"uses the model family {spec.family!r}, which {info.name}'s fixed key schema "
+            f"uses the model family {spec.family!r}, which {name}'s fixed key schema "
             "does not have (capabilities.key_schema, PLAN-17)"
         )
-    for name, value in spec.params:
-        if schema.get(name) != _type_of(value):
+    for param, value in spec.params:
+        if fields.get(param) != _type_of(value):
             return (
-                f"uses the {spec.family} parameter {name!r} as {_type_of(value)}, which "
-                f"{info.name}'s fixed key schema does not key that way (PLAN-17)"
+                f"uses the {spec.family} parameter {param!r} as {_type_of(value)}, which "
+                f"{name}'s fixed key schema does not key that way (PLAN-17)"
             )
-    for name, _ in spec.hooks:
-        if schema.get(name) != "hook":
+    for hook, _ in spec.hooks:
+        if fields.get(hook) != "hook":
             return (
-                f"uses the {spec.family} hook {name!r}, which {info.name}'s fixed key "
+                f"uses the {spec.family} hook {hook!r}, which {name}'s fixed key "
                 "schema does not have (PLAN-17)"
             )
     return None

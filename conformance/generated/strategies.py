@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from hypothesis import strategies as st
 
 from .. import ops
+from ..declarations import as_u64_mixes, outside_schema
 from ..values import (
     SHAPE_FIELDS,
     AdapterInfo,
@@ -620,7 +621,7 @@ class _KeyBuilder:
             identity = dataclasses.replace(
                 identity, geometry=dataclasses.replace(identity.geometry, n_kv_heads=1, head_dim=1)
             )
-        if scope.key_schema is not None and not _within(identity.model, scope.key_schema):
+        if scope.key_schema is not None and outside_schema(identity.model, scope.key_schema, ""):
             return
         self.keys.append(identity)
         self.ops.append(ops.PlanKey(identity=identity))
@@ -734,19 +735,6 @@ def _next_step(draw: Draw[Any], builder: _KeyBuilder) -> bool:
     return True
 
 
-def _within(spec: ModelSpec, schema: Mapping[str, Mapping[str, str]]) -> bool:
-    fields = schema.get(spec.family)
-    if fields is None:
-        return False
-    kinds = {"str": str, "f64": float}
-    return all(
-        fields.get(name) in ("u64", "f64", "str")
-        and isinstance(value, kinds.get(fields[name], int))
-        and not (fields[name] == "u64" and isinstance(value, float | str))
-        for name, value in spec.params
-    ) and all(fields.get(name) == "hook" for name, _ in spec.hooks)
-
-
 @st.composite
 def key_programs(
     draw: Draw[Any], plan: bool = True, max_ops: int = 60, scope: Scope | None = None
@@ -794,17 +782,8 @@ def hash_programs(max_programs: int = 6, scope: Scope | None = None) -> st.Searc
 
 
 def _without_raw(program: tuple[MixOp, ...]) -> tuple[MixOp, ...]:
-    out: list[MixOp] = []
-    for mix in program:
-        if mix.kind != "bytes":
-            out.append(mix)
-            continue
-        assert isinstance(mix.value, bytes)
-        data = mix.value * mix.repeat
-        if len(data) % 8 == 0 and len(data) <= 8 * 64:
-            out += [MixOp("u64", int.from_bytes(data[i : i + 8], "little"))
-                    for i in range(0, len(data), 8)]
-    return tuple(out)
+    """``program`` with raw bytes as u64 mixes where they can be, and left out elsewhere."""
+    return tuple(m for mix in program for m in (as_u64_mixes(mix, 64) or ()))
 
 
 # Blocks: payloads, stamps, expectations ---------------------------------------------------
