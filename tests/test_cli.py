@@ -280,6 +280,13 @@ def test_every_report_shows_safety_failures_apart_from_policy_failures(tmp_path:
     page = (tmp_path / "report.html").read_text()
     assert f"On the seeds' semantics (safety): {by['seed']}" in page
     assert f"On a decision of the specification (policy): {by['decision']}" in page
+    status, _, err = run("compare", str(tmp_path / "report.json"), "-o", str(tmp_path / "c.html"))
+    assert status == cli.EXIT_OK, err
+    matrix = (tmp_path / "c.html").read_text()
+    split = f"({by['seed']} on the seeds&#x27; semantics, {by['decision']} on a decision)"
+    assert split in matrix
+    assert "alloc.rewind.keeps-alloc-id: on the seeds&#x27; semantics" in matrix
+    assert "alloc.capacity.exceeded-is-refused-whole: on decision append-past-capacity" in matrix
 
 
 def test_a_wrong_error_shows_the_expected_error_not_its_values(tmp_path: Path) -> None:
@@ -292,3 +299,19 @@ def test_a_wrong_error_shows_the_expected_error_not_its_values(tmp_path: Path) -
     assert "expected: error capacity_exceeded (field=max_seq_len, capacity=8, requested=9)" in out
     assert "actual:   error capacity_exceeded (field=max_seq_len, capacity=8, requested=4)" in out
     assert "basis:    decision append-past-capacity" in out
+
+
+def test_generated_checks_default_to_the_suite_versions_fixed_seed() -> None:
+    """The default seed is fixed per suite version (printed); a random one is opt-in."""
+    pytest.importorskip("hypothesis")
+    from kvconform.conformance.generated.engine import DEFAULT_SEED
+
+    first = run("run", "--generated", "2", "--area", "hash", "--quiet")
+    second = run("run", "--generated", "2", "--area", "hash", "--quiet")
+    assert first[0] == second[0] == cli.EXIT_OK, first[2]
+    assert f"seed {DEFAULT_SEED}" in first[1] + first[2]
+    assert f"seed {DEFAULT_SEED}" in second[1] + second[2]
+    fresh = run("run", "--generated", "2", "--area", "hash", "--quiet", "--seed", "random")
+    assert fresh[0] == cli.EXIT_OK and f"seed {DEFAULT_SEED}" not in fresh[1] + fresh[2]
+    status, _, err = run("run", "--generated", "2", "--seed", "soon")
+    assert status == cli.EXIT_USAGE and "expected a whole number or 'random'" in err

@@ -213,9 +213,11 @@ def kill_matrix(
     if with_suite:
         from ..suite import all_cases
 
-        # A case the reference itself fails (a suite being edited) kills nothing.
+        # A case the reference itself fails (a suite being edited) kills nothing. A case
+        # written for another option value is not applicable to the reference and stays:
+        # it judges the mutants that declare that value (CONF-6).
         reference_results = run_cases(all_cases(), _HashMemoDriver(ReferenceAdapter()))
-        baseline = tuple(r.case.id for r in reference_results if r.verdict != "passed")
+        baseline = tuple(r.case.id for r in reference_results if r.verdict == "failed")
         cases = [c for c in all_cases() if c.id not in baseline]
     rows: dict[str, list[Row]] = {"mutants": [], "variants": []}
     for kind, subjects in (("mutants", mutants), ("variants", variants)):

@@ -55,7 +55,7 @@ def render_run(report: Mapping[str, Any]) -> str:
     title = f"kvconform {report['suite']['version']}: {a['name']} {a['version']}"
     body = [
         f"<h1>{escape(title)}</h1>",
-        f'<p class="meta">{s["passed"]} passed, {s["failed"]} failed{_split(s)}, '
+        f'<p class="meta">{s["passed"]} passed, {s["failed"]} failed{escape(_split(s))}, '
         f"{s['not_applicable']} not applicable of {s['total']} cases in "
         f"{report['seconds']:.1f} s. Language {escape(a['language'])}; classes "
         f"{escape(', '.join(a['classes']))}; format writes {a['format']['writes']}, reads "
@@ -132,7 +132,7 @@ def render_compare(reports: Sequence[Mapping[str, Any]]) -> str:
             f"</td><td>{escape(report['suite']['version'])} "
             f"<code>{escape(report['suite']['digest'][:12])}</code></td>"
             f'<td>{s["passed"]}</td><td class="{"failed" if s["failed"] else "passed"}">'
-            f"{s['failed']}{_split(s)}</td><td>{s['not_applicable']}</td></tr>"
+            f"{s['failed']}{escape(_split(s))}</td><td>{s['not_applicable']}</td></tr>"
         )
     body += [
         "</table>",
