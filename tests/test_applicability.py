@@ -8,9 +8,10 @@ from dataclasses import replace
 import pytest
 from kvconform.conformance import suite
 from kvconform.conformance.adapters.reference import ReferenceAdapter
+from kvconform.conformance.checks import ErrorIs
 from kvconform.conformance.driver import InProcessDriver
 from kvconform.conformance.runner import run_cases
-from kvconform.conformance.values import CLASS_REQUIRES, CLASSES, AdapterInfo
+from kvconform.conformance.values import CLASS_REQUIRES, CLASSES, AdapterInfo, Fault, Refused
 
 from tests.fixtures.hash_only_adapter import HashOnly
 from tests.verdicts import not_passing
@@ -98,3 +99,22 @@ def test_every_readable_set_scenario_declares_its_profile() -> None:
                 and check.expect.kind == "unsupported_format"
             ):
                 assert case.profile == 1, f"{case.id} expects unsupported_format without profile: 1"
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault("payload_mismatch", "head_dim", None, {"recorded": 16, "actual": 8}, "m 16 8"),
+        Fault("ragged_payload", "seq_len", 2, {"expected": 4, "found": 7}, "seq_len 4 7"),
+        Fault("ragged_payload", "k_length", 1, {"expected": 4, "found": 7}, "k_length 4 7"),
+    ],
+    ids=["wrong-kind", "wrong-layer", "wrong-field"],
+)
+def test_a_wrong_error_reads_as_the_expected_kind_field_layer_and_values(fault: Fault) -> None:
+    """The failure shows what was expected in full, never the values dict alone (issue 10)."""
+    expect = ErrorIs("ragged_payload", "seq_len", 1, {"expected": 4, "found": 7})
+    verdict = expect.judge(Refused(fault))
+    assert verdict is not None
+    expected, actual, _ = verdict
+    assert expected == "error ragged_payload (field=seq_len, layer=1, expected=4, found=7)"
+    assert actual.startswith(f"error {fault.kind} (field={fault.field}")
