@@ -201,20 +201,8 @@ def info_to_wire(info: AdapterInfo) -> dict[str, Any]:
         "format": {"writes": info.format_writes, "reads": sorted(info.format_reads)},
         # Declarations are optional on the wire (PROTO-30): what is left out is the default.
         **({"options": dict(info.options)} if info.options else {}),
-        **({"capabilities": caps} if (caps := capabilities_to_wire(info)) else {}),
+        **({"capabilities": caps} if (caps := info.declared_capabilities()) else {}),
     }
-
-
-def capabilities_to_wire(info: AdapterInfo) -> dict[str, Any]:
-    """The ``capabilities`` object of a ``hello`` answer (CONF-7); defaults left out."""
-    caps: dict[str, Any] = {} if info.raw_fold else {"raw_fold": False}
-    if info.dtypes is not None:
-        caps["dtypes"] = sorted(info.dtypes)
-    if info.key_schema is not None:
-        caps["key_schema"] = {f: dict(p) for f, p in info.key_schema.items()}
-    if info.uint_bits != 64:
-        caps["uint_bits"] = info.uint_bits
-    return caps
 
 
 def info_from_wire(raw: object) -> AdapterInfo:

@@ -213,6 +213,12 @@ OPTION_DECISIONS: Mapping[str, str] = {
     "SIG-15": "width-overflow",
 }
 
+def _shown(text: str, limit: int = 60) -> str:
+    """An implementation's own word, inert and short enough for one line of an error."""
+    shown = ascii(text)
+    return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(text)} characters)"
+
+
 #: A field type in a fixed per-family key schema (PLAN-17): a typed parameter, or a hook.
 PARAM_TYPES = ("u64", "f64", "str", "hook")
 
@@ -241,6 +247,17 @@ class AdapterInfo:
     #: (SIG-14): 64, or 32 for a reader whose counts are ``u32``.
     uint_bits: int = 64
 
+    def declared_capabilities(self) -> dict[str, object]:
+        """The capabilities that differ from their defaults, in their wire form (CONF-7)."""
+        caps: dict[str, object] = {} if self.raw_fold else {"raw_fold": False}
+        if self.dtypes is not None:
+            caps["dtypes"] = sorted(self.dtypes)
+        if self.key_schema is not None:
+            caps["key_schema"] = {f: dict(p) for f, p in self.key_schema.items()}
+        if self.uint_bits != 64:
+            caps["uint_bits"] = self.uint_bits
+        return caps
+
     def option(self, name: str) -> str:
         """The value the implementation answers the option with (CONF-6)."""
         return self.options.get(name, OPTIONS[name].default)
@@ -252,10 +269,10 @@ class AdapterInfo:
             spec = OPTIONS.get(name)
             if spec is None:
                 known = ", ".join(OPTIONS)
-                found.append(f"options.{name}: no such option (the options are {known})")
+                found.append(f"options.{_shown(name)}: no such option (the options are {known})")
             elif value not in spec.values:
                 found.append(
-                    f"options.{name}: {value!r} is not one of {', '.join(spec.values)}"
+                    f"options.{name}: {_shown(value)} is not one of {', '.join(spec.values)}"
                 )
         if self.uint_bits not in (32, 64):
             found.append(f"capabilities.uint_bits: {self.uint_bits!r} is not 32 or 64")
@@ -272,7 +289,8 @@ class AdapterInfo:
             for pname, ptype in params.items():
                 if ptype not in PARAM_TYPES:
                     found.append(
-                        f"capabilities.key_schema.{family}.{pname}: {ptype!r} is not one of "
+                        f"capabilities.key_schema.{_shown(family)}.{_shown(pname)}: "
+                        f"{_shown(ptype)} is not one of "
                         f"{', '.join(PARAM_TYPES)}"
                     )
         return found

@@ -450,3 +450,32 @@ def test_faults_of_python_adapters_keep_their_message() -> None:
     body = stdio.result_to_wire(ops.Verify(None, (), Signature(1, "m", 1, 1, 1, "f32", 0)), fault)
     assert body == {"error": ops.fault_to_wire(fault)}
     assert not validate("response", {"seq": 0, **body})
+
+
+@pytest.mark.covers("PROTO-30")
+@pytest.mark.parametrize(
+    "extra, fragment",
+    [
+        ({"options": {"\x1b[2J" + "a" * 100_000: "v"}}, "no such option"),
+        ({"options": {"append_past_capacity": ["grow"]}}, "options"),
+        ({"options": {"append_past_capacity": "sometimes"}}, "not one of"),
+        ({"capabilities": {"dtypes": "f32"}}, "capabilities.dtypes"),
+        ({"capabilities": {"dtypes": ["f16"]}}, "must hold f32"),
+        ({"capabilities": {"uint_bits": True}}, "uint_bits"),
+        ({"capabilities": {"key_schema": {"llama": [1]}}}, "key_schema"),
+        ({"capabilities": {"key_schema": {"llama": {"n": "u64"}}}}, "not fixed"),
+        ({"capabilities": {"teleport": True}}, "unknown capability"),
+    ],
+)
+def test_a_bad_declaration_in_hello_is_one_clipped_line(extra: dict, fragment: str) -> None:
+    """Declarations are validated field by field; adapter text is clipped and made inert."""
+    from kvconform.conformance import ops as wire_ops
+    from kvconform.conformance.stdio import info_from_wire
+
+    base = {"name": "x", "version": "1", "language": "c", "protocol": 1,
+            "classes": ["hash"], "format": {"writes": None, "reads": []}}
+    with pytest.raises(wire_ops.WireError) as caught:
+        info_from_wire({**base, **extra})
+    message = str(caught.value)
+    assert fragment in message and "\n" not in message and "\x1b" not in message
+    assert len(message) < 400

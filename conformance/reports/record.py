@@ -12,7 +12,6 @@ import kvconform
 
 from .. import suite
 from ..runner import CaseResult
-from ..stdio import capabilities_to_wire
 from ..values import OPTIONS, AdapterInfo
 from ..yamlsource import Document, validate
 
@@ -45,7 +44,7 @@ def build(
             "classes": sorted(adapter.classes),
             "format": {"writes": adapter.format_writes, "reads": sorted(adapter.format_reads)},
             "options": {name: adapter.option(name) for name in OPTIONS},
-            "capabilities": capabilities_to_wire(adapter),
+            "capabilities": adapter.declared_capabilities(),
         },
         "started": started,
         "seconds": round(seconds, 3),
