@@ -31,12 +31,13 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kvconform.conformance import ops, suite
-from kvconform.conformance.adapters import DEFAULT_ADAPTER, load_adapter
-from kvconform.conformance.driver import Driver, InProcessDriver
-from kvconform.conformance.runner import CaseResult, run_cases
-from kvconform.conformance.stdio import AdapterStartError, StdioDriver, encode_line
-from kvconform.conformance.values import Geometry, MixOp, Ok
+from kvconform.adapters import DEFAULT_ADAPTER, load_adapter
+from kvconform.harness import suite
+from kvconform.harness.runner import CaseResult, run_cases
+from kvconform.protocol import operations as ops
+from kvconform.protocol.client import AdapterStartError, StdioDriver, encode_line
+from kvconform.protocol.driver import Driver, InProcessDriver
+from kvconform.values import Geometry, MixOp, Ok
 
 SERVE = [sys.executable, "-m", "kvconform.serve"]
 ECHO = [

@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from kvconform.conformance import suite
-from kvconform.conformance.adapters.reference import ReferenceAdapter
-from kvconform.conformance.checks import ErrorIs
-from kvconform.conformance.driver import InProcessDriver
-from kvconform.conformance.runner import run_cases
-from kvconform.conformance.values import CLASS_REQUIRES, CLASSES, AdapterInfo, Fault, Refused
 
+from kvconform.adapters.reference import ReferenceAdapter
+from kvconform.harness import suite
+from kvconform.harness.checks import ErrorIs
+from kvconform.harness.runner import run_cases
+from kvconform.protocol.driver import InProcessDriver
+from kvconform.values import CLASS_REQUIRES, CLASSES, AdapterInfo, Fault, Refused
 from tests.fixtures.hash_only_adapter import HashOnly
 from tests.verdicts import not_passing
 
@@ -89,7 +89,7 @@ def test_an_undeclared_option_value_is_refused() -> None:
 
 def test_every_readable_set_scenario_declares_its_profile() -> None:
     """A case expecting unsupported_format depends on the readable set: it names it (PROF-3)."""
-    from kvconform.conformance.checks import ErrorIs, OutcomeCheck
+    from kvconform.harness.checks import ErrorIs, OutcomeCheck
 
     for case in suite.all_cases():
         for check in case.checks:

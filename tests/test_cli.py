@@ -11,8 +11,10 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from kvconform.conformance import cli, manifest, suite
-from kvconform.conformance.yamlsource import Document, validate
+
+from kvconform import cli
+from kvconform.harness import manifest, suite
+from kvconform.harness.yamlsource import Document, validate
 
 pytestmark = pytest.mark.covers("CONF-3")
 
@@ -208,7 +210,7 @@ def test_a_modified_suite_is_refused_unless_allowed(
 
 
 def test_the_shipped_manifest_is_current() -> None:
-    assert manifest.main(["--check"]) == 0, "run python -m kvconform.conformance.manifest"
+    assert manifest.main(["--check"]) == 0, "run python -m kvconform.harness.manifest"
 
 
 def test_html_report_renders_in_a_real_browser(mutant_reports: Path, tmp_path: Path) -> None:
@@ -256,8 +258,12 @@ def test_html_report_renders_in_a_real_browser(mutant_reports: Path, tmp_path: P
 def test_every_report_shows_safety_failures_apart_from_policy_failures(tmp_path: Path) -> None:
     """A failure on the seeds' semantics and one on a decision are told apart everywhere."""
     status, out, err = run(
-        "run", "--adapter", "tests.fixtures.two_kinds_of_failure:make",
-        "--report-dir", str(tmp_path), "--quiet",
+        "run",
+        "--adapter",
+        "tests.fixtures.two_kinds_of_failure:make",
+        "--report-dir",
+        str(tmp_path),
+        "--quiet",
     )
     assert status == cli.EXIT_FAILED, err
     data = json.loads((tmp_path / "report.json").read_text())
@@ -292,8 +298,11 @@ def test_every_report_shows_safety_failures_apart_from_policy_failures(tmp_path:
 def test_a_wrong_error_shows_the_expected_error_not_its_values(tmp_path: Path) -> None:
     """A refusal with another value reads as the expected kind, field and values (issue 10)."""
     status, out, _ = run(
-        "run", "--adapter", "tests.fixtures.two_kinds_of_failure:make",
-        "--id", "alloc.capacity.exceeded-is-refused-whole",
+        "run",
+        "--adapter",
+        "tests.fixtures.two_kinds_of_failure:make",
+        "--id",
+        "alloc.capacity.exceeded-is-refused-whole",
     )
     assert status == cli.EXIT_FAILED
     assert "expected: error capacity_exceeded (field=max_seq_len, capacity=8, requested=9)" in out
@@ -304,7 +313,7 @@ def test_a_wrong_error_shows_the_expected_error_not_its_values(tmp_path: Path) -
 def test_generated_checks_default_to_the_suite_versions_fixed_seed() -> None:
     """The default seed is fixed per suite version (printed); a random one is opt-in."""
     pytest.importorskip("hypothesis")
-    from kvconform.conformance.generated.engine import DEFAULT_SEED
+    from kvconform.differential.engine import DEFAULT_SEED
 
     first = run("run", "--generated", "2", "--area", "hash", "--quiet")
     second = run("run", "--generated", "2", "--area", "hash", "--quiet")

@@ -25,13 +25,13 @@ from pathlib import Path
 
 import pytest
 from hypothesis import strategies as st
-from kvconform.conformance import cli, ops, plugin
-from kvconform.conformance.adapters import DEFAULT_ADAPTER
-from kvconform.conformance.adapters.reference import ReferenceAdapter
-from kvconform.conformance.driver import Driver, InProcessDriver
-from kvconform.conformance.generated import PROPERTY_IDS
-from kvconform.conformance.generated.compare import compare, relation_labels, well_formed
-from kvconform.conformance.generated.engine import (
+
+from kvconform import cli, plugin
+from kvconform.adapters import DEFAULT_ADAPTER
+from kvconform.adapters.reference import ReferenceAdapter
+from kvconform.differential import PROPERTY_IDS
+from kvconform.differential.compare import compare, relation_labels, well_formed
+from kvconform.differential.engine import (
     PROPERTIES,
     PROPERTIES_BY_ID,
     Property,
@@ -39,10 +39,11 @@ from kvconform.conformance.generated.engine import (
     new_seed,
     run_property,
 )
-from kvconform.conformance.stdio import StdioDriver
-from kvconform.conformance.values import Broken, Fault, MixOp, Ok, Refused, Signature
-from kvconform.conformance.yamlsource import Document, validate
-
+from kvconform.harness.yamlsource import Document, validate
+from kvconform.protocol import operations as ops
+from kvconform.protocol.client import StdioDriver
+from kvconform.protocol.driver import Driver, InProcessDriver
+from kvconform.values import Broken, Fault, MixOp, Ok, Refused, Signature
 from tests.mutants import all_mutants
 from tests.variants import all_variants
 
@@ -83,9 +84,7 @@ def test_the_adapter_agrees_with_the_reference(prop: Property, driver: Driver) -
     _run(prop, driver)
 
 
-@pytest.mark.parametrize(
-    "variant", all_variants(), ids=[v.name for v in all_variants()]
-)
+@pytest.mark.parametrize("variant", all_variants(), ids=[v.name for v in all_variants()])
 def test_correct_variants_raise_no_alarm(variant: object) -> None:
     """Other ids, wording, storage and key composition are free (CONF-4): no disagreement."""
     driver = InProcessDriver(variant.factory())  # type: ignore[attr-defined]
@@ -118,8 +117,9 @@ def test_the_generated_checks_find_a_mutant(name: str, prop_id: str) -> None:
     if name not in MUTANTS:
         pytest.skip(f"the corpus has no mutant {name!r} any more")
     driver = InProcessDriver(MUTANTS[name].factory())
-    result = run_property(PROPERTIES_BY_ID[prop_id], driver, examples=200, seed=SEED,
-                          shrink_seconds=1.0)
+    result = run_property(
+        PROPERTIES_BY_ID[prop_id], driver, examples=200, seed=SEED, shrink_seconds=1.0
+    )
     assert result.verdict == "failed", f"{name} survived {prop_id}: {result.reason}"
     cx = result.counterexample
     assert cx is not None
@@ -131,8 +131,13 @@ def test_the_generated_checks_find_a_mutant(name: str, prop_id: str) -> None:
 def test_the_same_seed_gives_the_same_counterexample() -> None:
     mutant = MUTANTS["truncate-remints"]
     found = [
-        run_property(PROPERTIES[0], InProcessDriver(mutant.factory()), examples=60, seed=11,
-                     shrink_seconds=1.0).counterexample
+        run_property(
+            PROPERTIES[0],
+            InProcessDriver(mutant.factory()),
+            examples=60,
+            seed=11,
+            shrink_seconds=1.0,
+        ).counterexample
         for _ in range(2)
     ]
     assert found[0] is not None and found[1] is not None
@@ -168,15 +173,19 @@ def test_plan_keys_are_judged_by_equality_only() -> None:
     reference = [Ok(5), Ok(9), Ok(5)]
     assert compare(program, reference, [Ok(3), Ok(1), Ok(3)]) is None
     assert compare(program, reference, [Ok(3), Ok(3), Ok(3)]) is not None
-    assert relation_labels(program, reference) == {0: "plan key A", 1: "plan key B",
-                                                   2: "plan key A"}
+    assert relation_labels(program, reference) == {
+        0: "plan key A",
+        1: "plan key B",
+        2: "plan key A",
+    }
 
 
 def test_errors_are_judged_without_their_message_and_values_with_their_type() -> None:
     op = ops.CacheAppend(cache="c", tokens=9)
     fault = Fault("capacity_exceeded", "max_seq_len", None, {"capacity": 8, "requested": 9}, "x")
-    reworded = Fault("capacity_exceeded", "max_seq_len", None,
-                     {"requested": 9, "capacity": 8}, "no room")
+    reworded = Fault(
+        "capacity_exceeded", "max_seq_len", None, {"requested": 9, "capacity": 8}, "no room"
+    )
     assert compare([op], [Refused(fault)], [Refused(reworded)]) is None
     other = Fault("capacity_exceeded", "max_seq_len", None, {"capacity": 8, "requested": 1})
     assert compare([op], [Refused(fault)], [Refused(other)]) is not None
@@ -200,7 +209,7 @@ def test_an_adapter_failure_is_a_disagreement() -> None:
 
 
 def test_well_formed_programs_use_live_handles_and_declared_hooks() -> None:
-    from kvconform.conformance.values import ModelSpec
+    from kvconform.values import ModelSpec
 
     spec = ModelSpec("llama", (), (("lora", False),))
     made = [ops.ModelNew(handle="m1", spec=spec)]
@@ -213,7 +222,11 @@ def test_well_formed_programs_use_live_handles_and_declared_hooks() -> None:
 def test_a_program_the_reference_cannot_run_is_a_harness_error() -> None:
     """The generator's fault is never blamed on the adapter."""
     bad = Property(
-        id="generated.bad", title="t", cls="identity", requires=(), why="w",
+        id="generated.bad",
+        title="t",
+        cls="identity",
+        requires=(),
+        why="w",
         not_applicable=lambda info: None,
         programs=lambda info: st.just((ops.CacheLen(cache="nowhere"),)),
     )
@@ -262,8 +275,19 @@ def _cli(*argv: str) -> tuple[int, str, str]:
 
 def test_run_generated_adds_cases_and_prints_the_seed(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
-    status, out, err = _cli("run", "--allow-modified", "--quiet", "--generated", "10",
-                            "--seed", "5", "--id", "generated.*", "--json", str(report))
+    status, out, err = _cli(
+        "run",
+        "--allow-modified",
+        "--quiet",
+        "--generated",
+        "10",
+        "--seed",
+        "5",
+        "--id",
+        "generated.*",
+        "--json",
+        str(report),
+    )
     assert status == cli.EXIT_OK, out + err
     assert "seed 5 (reproduce with --generated 10 --seed 5)" in out
     data = json.loads(report.read_text())
@@ -277,14 +301,24 @@ def test_run_generated_adds_cases_and_prints_the_seed(tmp_path: Path) -> None:
 def test_run_generated_fails_and_exports_against_a_mutant(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kvconform.conformance.generated import engine
+    from kvconform.differential import engine
 
     monkeypatch.setattr(engine, "SHRINK_SECONDS", 1.0)
     directory = tmp_path / "found"
     status, out, err = _cli(
-        "run", "--allow-modified", "--quiet", "--adapter", MUTANTS["truncate-remints"].spec,
-        "--generated", "60", "--seed", "1", "--id", "generated.key-*",
-        "--export-counterexamples", str(directory),
+        "run",
+        "--allow-modified",
+        "--quiet",
+        "--adapter",
+        MUTANTS["truncate-remints"].spec,
+        "--generated",
+        "60",
+        "--seed",
+        "1",
+        "--id",
+        "generated.key-*",
+        "--export-counterexamples",
+        str(directory),
     )
     assert status == cli.EXIT_FAILED, out + err
     assert "generated generated.key-state-machine failed" in out
@@ -296,8 +330,10 @@ def test_run_generated_fails_and_exports_against_a_mutant(
     "argv, fragment",
     [
         (["run", "--allow-modified", "--seed", "3"], "--seed needs --generated N"),
-        (["run", "--allow-modified", "--export-counterexamples", "x"],
-         "--export-counterexamples needs --generated"),
+        (
+            ["run", "--allow-modified", "--export-counterexamples", "x"],
+            "--export-counterexamples needs --generated",
+        ),
         (["run", "--allow-modified", "--generated", "0"], "must be at least 1"),
     ],
 )
@@ -315,7 +351,8 @@ def test_hash_programs_hold_every_kind_of_mix() -> None:
     """The hash strategy reaches NaN payloads, signed zeros, astral strings, u64 extremes,
     a finish mid-sequence and long repeated bytes."""
     from hypothesis import given, settings
-    from kvconform.conformance.generated import strategies
+
+    from kvconform.differential import strategies
 
     seen: set[str] = set()
 
@@ -343,5 +380,15 @@ def test_hash_programs_hold_every_kind_of_mix() -> None:
                     seen.add("finish-mid")
 
     collect()
-    assert {"nan", "-0.0", "subnormal", "astral", "u64-max", "repeat", "finish-mid",
-            "present", "instance", "bytes"} <= seen
+    assert {
+        "nan",
+        "-0.0",
+        "subnormal",
+        "astral",
+        "u64-max",
+        "repeat",
+        "finish-mid",
+        "present",
+        "instance",
+        "bytes",
+    } <= seen

@@ -1,4 +1,4 @@
-"""Counterexamples become scenarios (kvconform.conformance.export).
+"""Counterexamples become scenarios (kvconform.harness.export).
 
 A shrunk counterexample is written as a scenario file whose steps replay the
 program and whose expectations are the reference's answers. The file must load
@@ -16,19 +16,16 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kvconform.conformance import export, ops
-from kvconform.conformance.adapters.reference import ReferenceAdapter
-from kvconform.conformance.driver import InProcessDriver
-from kvconform.conformance.generated import strategies
-from kvconform.conformance.generated.compare import Mismatch
-from kvconform.conformance.generated.engine import (
-    PROPERTIES_BY_ID,
-    Counterexample,
-    run_property,
-)
-from kvconform.conformance.runner import run_case
-from kvconform.conformance.scenario import load_scenario_file
 
+from kvconform.adapters.reference import ReferenceAdapter
+from kvconform.differential import strategies
+from kvconform.differential.compare import Mismatch
+from kvconform.differential.engine import PROPERTIES_BY_ID, Counterexample, run_property
+from kvconform.harness import export
+from kvconform.harness.runner import run_case
+from kvconform.harness.scenario import load_scenario_file
+from kvconform.protocol import operations as ops
+from kvconform.protocol.driver import InProcessDriver
 from tests.mutants import all_mutants
 from tests.mutants.corpus import ModelIdFromAddress, TruncateRemints
 
@@ -45,9 +42,15 @@ def _replays(path: Path, adapter: object) -> tuple[str, str]:
 
 
 def test_truncate_remints_counterexample_round_trip(tmp_path: Path) -> None:
-    result = run_property(PROPERTIES_BY_ID["generated.key-state-machine"],
-                          InProcessDriver(TruncateRemints()), examples=100, seed=1,
-                          shrink_seconds=1.0, export_dir=tmp_path, label="TruncateRemints")
+    result = run_property(
+        PROPERTIES_BY_ID["generated.key-state-machine"],
+        InProcessDriver(TruncateRemints()),
+        examples=100,
+        seed=1,
+        shrink_seconds=1.0,
+        export_dir=tmp_path,
+        label="TruncateRemints",
+    )
     assert result.verdict == "failed" and result.exported is not None
     assert result.exported.parent == tmp_path and result.exported.suffix == ".yaml"
     assert "passes on the reference, fails on this implementation" in result.export_note
@@ -62,16 +65,22 @@ def test_truncate_remints_counterexample_round_trip(tmp_path: Path) -> None:
     assert "truncate" in verbs
     # the expectation is the reference's answer: a plan still valid, or ids still equal
     assert any(
-        (verb == "check" and step["check"]["expect"] == "valid") or verb == "same"
+        (verb == "check" and step["check"]["expect"] == "valid")
+        or verb == "same"
         or verb == "increasing"
         for verb, step in zip(verbs, scenario["steps"], strict=True)
     )
 
 
 def test_address_keyed_models_counterexample_round_trip(tmp_path: Path) -> None:
-    result = run_property(PROPERTIES_BY_ID["generated.key-state-machine"],
-                          InProcessDriver(ModelIdFromAddress()), examples=100, seed=1,
-                          shrink_seconds=1.0, export_dir=tmp_path)
+    result = run_property(
+        PROPERTIES_BY_ID["generated.key-state-machine"],
+        InProcessDriver(ModelIdFromAddress()),
+        examples=100,
+        seed=1,
+        shrink_seconds=1.0,
+        export_dir=tmp_path,
+    )
     assert result.verdict == "failed" and result.exported is not None
     reference_verdict, _ = _replays(result.exported, ModelIdFromAddress())
     assert reference_verdict == "passed"  # on the mutant it depends on the allocator
@@ -90,8 +99,15 @@ def test_every_kind_of_counterexample_round_trips(name: str, prop_id: str, tmp_p
     if name not in MUTANTS:
         pytest.skip(f"the corpus has no mutant {name!r} any more")
     factory = MUTANTS[name].factory
-    result = run_property(PROPERTIES_BY_ID[prop_id], InProcessDriver(factory()), examples=200,
-                          seed=0, shrink_seconds=1.0, export_dir=tmp_path, label=name)
+    result = run_property(
+        PROPERTIES_BY_ID[prop_id],
+        InProcessDriver(factory()),
+        examples=200,
+        seed=0,
+        shrink_seconds=1.0,
+        export_dir=tmp_path,
+        label=name,
+    )
     assert result.verdict == "failed" and result.exported is not None
     assert _replays(result.exported, factory()) == ("passed", "failed")
 
@@ -108,8 +124,9 @@ def _wire(program: tuple[ops.Op, ...] | list[ops.Op]) -> str:
 
 def _round_trip(program: tuple[ops.Op, ...], directory: Path) -> None:
     expected = tuple(InProcessDriver(ReferenceAdapter()).run(program))
-    cx = Counterexample("generated.test", program, expected, expected,
-                        Mismatch(len(program) - 1, "x", "y", ()))
+    cx = Counterexample(
+        "generated.test", program, expected, expected, Mismatch(len(program) - 1, "x", "y", ())
+    )
     path = export.write_counterexample(cx, directory, seed=0, examples=1)
     (case,) = load_scenario_file(path)
     assert _wire(case.program) == _wire(program), path.read_text(encoding="utf-8")
@@ -120,8 +137,13 @@ def _round_trip(program: tuple[ops.Op, ...], directory: Path) -> None:
     path.unlink()
 
 
-_quick = settings(max_examples=25, database=None, deadline=None, derandomize=True,
-                  suppress_health_check=list(HealthCheck))
+_quick = settings(
+    max_examples=25,
+    database=None,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+)
 
 
 @pytest.mark.parametrize(
@@ -153,7 +175,7 @@ def test_any_string_survives_the_file(texts: list[str]) -> None:
 
 
 def test_payload_arguments_describe_every_layer_exactly() -> None:
-    from kvconform.conformance.values import LayerDesc
+    from kvconform.values import LayerDesc
 
     layers = (
         LayerDesc(2, 3, 1, 6, 6),

@@ -7,7 +7,7 @@ Slow (minutes), so it runs only when asked::
 
 The same from the command line, with more knobs::
 
-    python -m kvconform.conformance.generated --against-mutants --examples 500 --seeds 0,1
+    python -m tests.kill_matrix --examples 500 --seeds 0,1
 
 What it holds: no correct variant is "killed" by the generated checks (a false
 alarm would mean they judge something the specification leaves free), and the
@@ -20,7 +20,8 @@ import os
 from pathlib import Path
 
 import pytest
-from kvconform.conformance.generated.matrix import kill_matrix, load_subjects
+
+from kvconform.differential.matrix import kill_matrix, load_subjects
 
 pytestmark = [
     pytest.mark.skipif(

@@ -28,13 +28,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from kvconform.conformance import ops, suite
-from kvconform.conformance.adapter import Adapter
-from kvconform.conformance.adapters.reference import ReferenceAdapter
-from kvconform.conformance.driver import InProcessDriver
-from kvconform.conformance.runner import CaseResult, run_cases
-from kvconform.conformance.values import Outcome
 
+from kvconform.adapters.reference import ReferenceAdapter
+from kvconform.harness import suite
+from kvconform.harness.runner import CaseResult, run_cases
+from kvconform.protocol import operations as ops
+from kvconform.protocol.adapter import Adapter
+from kvconform.protocol.driver import InProcessDriver
+from kvconform.values import Outcome
 from tests.mutants import MODULES, Mutant, all_mutants
 from tests.mutants._kit import KIT_ADAPTERS
 from tests.verdicts import not_passing

@@ -74,7 +74,7 @@ def test_the_wheel_installs_no_top_level_reference_or_conformance(
     probe = (
         "import importlib.util as u; "
         "print(u.find_spec('reference'), u.find_spec('conformance'), "
-        "u.find_spec('kvconform.reference') is not None)"
+        "u.find_spec('kvconform_reference') is not None)"
     )
     result = _run([str(installed / "bin" / "python"), "-c", probe], cwd=tmp_path)
     assert result.stdout.split() == ["None", "None", "True"], result.stdout + result.stderr

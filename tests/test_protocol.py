@@ -13,12 +13,14 @@ from typing import Any
 
 import jsonschema
 import pytest
-from kvconform.conformance import ops, stdio, suite
-from kvconform.conformance.adapters.reference import ReferenceAdapter, run_program
-from kvconform.conformance.server import Server
-from kvconform.conformance.values import AdapterInfo, Broken, Fault, MixOp, Ok, Refused, Signature
 
 import kvconform
+from kvconform.adapters.reference import ReferenceAdapter, run_program
+from kvconform.harness import suite
+from kvconform.protocol import client as stdio
+from kvconform.protocol import operations as ops
+from kvconform.protocol.server import Server
+from kvconform.values import AdapterInfo, Broken, Fault, MixOp, Ok, Refused, Signature
 
 SPEC = suite.spec_dir() / "protocol.md"
 SCHEMA_DIR = suite.scenarios_dir().parent / "schema" / "protocol"
@@ -469,11 +471,17 @@ def test_faults_of_python_adapters_keep_their_message() -> None:
 )
 def test_a_bad_declaration_in_hello_is_one_clipped_line(extra: dict, fragment: str) -> None:
     """Declarations are validated field by field; adapter text is clipped and made inert."""
-    from kvconform.conformance import ops as wire_ops
-    from kvconform.conformance.stdio import info_from_wire
+    from kvconform.protocol import operations as wire_ops
+    from kvconform.protocol.client import info_from_wire
 
-    base = {"name": "x", "version": "1", "language": "c", "protocol": 1,
-            "classes": ["hash"], "format": {"writes": None, "reads": []}}
+    base = {
+        "name": "x",
+        "version": "1",
+        "language": "c",
+        "protocol": 1,
+        "classes": ["hash"],
+        "format": {"writes": None, "reads": []},
+    }
     with pytest.raises(wire_ops.WireError) as caught:
         info_from_wire({**base, **extra})
     message = str(caught.value)

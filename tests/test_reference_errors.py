@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kvconform.reference import errors
-from kvconform.reference.errors import (
+from kvconform_reference import errors
+from kvconform_reference.errors import (
     ERROR_KINDS,
     CacheError,
     CapacityExceeded,
@@ -33,15 +33,15 @@ from kvconform.reference.errors import (
     Unmarked,
     UnsupportedFormat,
 )
-from kvconform.reference.kv_cache import CacheGeometry, KvCache, KvLayer
-from kvconform.reference.signature import (
+from kvconform_reference.kv_cache import CacheGeometry, KvCache, KvLayer
+from kvconform_reference.signature import (
     SIGNATURE_FIELDS,
     CacheSignature,
     FormatProfile,
     StoredLayer,
     measure,
 )
-from kvconform.reference.verify import UnverifiedBlock, verify
+from kvconform_reference.verify import UnverifiedBlock, verify
 
 pytestmark = pytest.mark.covers("ERR-8", "ERR-2", "ERR-3", "ERR-4", "ERR-5", "ERR-6", "ERR-7")
 

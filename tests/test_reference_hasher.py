@@ -16,8 +16,8 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kvconform.reference import hasher
-from kvconform.reference.hasher import KeyHasher
+from kvconform_reference import hasher
+from kvconform_reference.hasher import KeyHasher
 
 pytestmark = pytest.mark.covers(
     "HASH-1",

@@ -14,9 +14,9 @@ from itertools import pairwise
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kvconform.reference.hasher import KeyHasher
-from kvconform.reference.identity import KvAllocId, ModelInstanceId
-from kvconform.reference.model import Model, ModelConfig
+from kvconform_reference.hasher import KeyHasher
+from kvconform_reference.identity import KvAllocId, ModelInstanceId
+from kvconform_reference.model import Model, ModelConfig
 
 pytestmark = pytest.mark.covers(
     "ID-1", "ID-2", "ID-3", "ID-4", "ID-5", "ID-6", "ID-9", "ID-8", "ALLOC-1"

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kvconform.reference.errors import (
+from kvconform_reference.errors import (
     CacheError,
     CapacityExceeded,
     LayerOutOfRange,
     LayerShapeMismatch,
 )
-from kvconform.reference.identity import KvAllocId
-from kvconform.reference.kv_cache import CacheGeometry, KvCache, KvLayer
+from kvconform_reference.identity import KvAllocId
+from kvconform_reference.kv_cache import CacheGeometry, KvCache, KvLayer
 
 pytestmark = pytest.mark.covers(
     "ALLOC-1",

@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kvconform.reference import hasher
-from kvconform.reference.hasher import KeyHasher
-from kvconform.reference.identity import KvAllocId, ModelInstanceId
-from kvconform.reference.kv_cache import CacheGeometry, KvCache, KvLayer
-from kvconform.reference.model import Model, ModelConfig, Param
-from kvconform.reference.plan import DecodePlan, PlanIdentity, RopeSpec, StepInputs
+from kvconform_reference import hasher
+from kvconform_reference.hasher import KeyHasher
+from kvconform_reference.identity import KvAllocId, ModelInstanceId
+from kvconform_reference.kv_cache import CacheGeometry, KvCache, KvLayer
+from kvconform_reference.model import Model, ModelConfig, Param
+from kvconform_reference.plan import DecodePlan, PlanIdentity, RopeSpec, StepInputs
 
 pytestmark = pytest.mark.covers(
     "PLAN-1",

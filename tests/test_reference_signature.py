@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kvconform.reference import verify as verify_mod
-from kvconform.reference.errors import (
+from kvconform_reference import verify as verify_mod
+from kvconform_reference.errors import (
     DegenerateLayer,
     EmptyPayload,
     Incompatible,
@@ -25,7 +25,7 @@ from kvconform.reference.errors import (
     RaggedPayload,
     SignatureError,
 )
-from kvconform.reference.signature import (
+from kvconform_reference.signature import (
     DTYPES,
     SIGNATURE_FIELDS,
     V1,
@@ -34,7 +34,7 @@ from kvconform.reference.signature import (
     StoredLayer,
     measure,
 )
-from kvconform.reference.verify import UnverifiedBlock, stamp, verify
+from kvconform_reference.verify import UnverifiedBlock, stamp, verify
 
 pytestmark = pytest.mark.covers(
     "SIG-1",

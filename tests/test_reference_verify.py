@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kvconform.reference.errors import (
+from kvconform_reference.errors import (
     EmptyPayload,
     Incompatible,
     KvError,
@@ -25,7 +25,7 @@ from kvconform.reference.errors import (
     Unmarked,
     UnsupportedFormat,
 )
-from kvconform.reference.signature import (
+from kvconform_reference.signature import (
     SIGNATURE_FIELDS,
     V1,
     CacheSignature,
@@ -33,7 +33,7 @@ from kvconform.reference.signature import (
     StoredLayer,
     measure,
 )
-from kvconform.reference.verify import KvBlock, UnverifiedBlock, stamp, verify
+from kvconform_reference.verify import KvBlock, UnverifiedBlock, stamp, verify
 
 pytestmark = pytest.mark.covers(
     "VERIFY-9",

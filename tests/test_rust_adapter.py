@@ -19,9 +19,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from kvconform.conformance import runner, suite
-from kvconform.conformance.stdio import StdioDriver
 
+from kvconform.harness import runner, suite
+from kvconform.protocol.client import StdioDriver
 from tests.verdicts import for_another_option
 
 pytestmark = pytest.mark.covers("CONF-4")

@@ -11,9 +11,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from kvconform.conformance.scenario import load_scenario_file
-from kvconform.conformance.suite import check_references
-from kvconform.conformance.yamlsource import SourceError
+
+from kvconform.harness.scenario import load_scenario_file
+from kvconform.harness.suite import check_references
+from kvconform.harness.yamlsource import SourceError
 
 REPO = Path(__file__).resolve().parent.parent
 

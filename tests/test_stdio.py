@@ -20,13 +20,15 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from kvconform.conformance import ops, suite
-from kvconform.conformance.adapters import DEFAULT_ADAPTER, load_adapter
-from kvconform.conformance.driver import InProcessDriver
-from kvconform.conformance.runner import CaseResult, run_cases
-from kvconform.conformance.scenario import Case
-from kvconform.conformance.stdio import AdapterStartError, StdioDriver
-from kvconform.conformance.values import Broken, MixOp, Ok, Refused
+
+from kvconform.adapters import DEFAULT_ADAPTER, load_adapter
+from kvconform.harness import suite
+from kvconform.harness.runner import CaseResult, run_cases
+from kvconform.harness.scenario import Case
+from kvconform.protocol import operations as ops
+from kvconform.protocol.client import AdapterStartError, StdioDriver
+from kvconform.protocol.driver import InProcessDriver
+from kvconform.values import Broken, MixOp, Ok, Refused
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 MISBEHAVING = FIXTURES / "misbehaving_adapter.py"

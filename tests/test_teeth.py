@@ -11,11 +11,11 @@ from __future__ import annotations
 import fnmatch
 
 import pytest
-from kvconform.conformance import suite
-from kvconform.conformance.adapters.reference import ReferenceAdapter
-from kvconform.conformance.driver import InProcessDriver
-from kvconform.conformance.runner import CaseResult, run_cases
 
+from kvconform.adapters.reference import ReferenceAdapter
+from kvconform.harness import suite
+from kvconform.harness.runner import CaseResult, run_cases
+from kvconform.protocol.driver import InProcessDriver
 from tests.mutants.corpus import ModelIdFromAddress, TruncateRemints
 from tests.variants.renumbered import RenumberedReworded
 from tests.verdicts import not_passing

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from kvconform.conformance import coverage, published, suite
+
+from kvconform.harness import coverage, published, suite
 
 
 def test_every_requirement_is_cited_by_a_case() -> None:
@@ -91,6 +92,4 @@ def test_published_ids_still_exist() -> None:
 def test_coverage_table_is_current() -> None:
     expected = coverage.render(suite.all_cases())
     current = coverage.coverage_path().read_text(encoding="utf-8")
-    assert current == expected, (
-        "spec/coverage.md is stale: python -m kvconform.conformance.coverage"
-    )
+    assert current == expected, "spec/coverage.md is stale: python -m kvconform.harness.coverage"

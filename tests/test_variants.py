@@ -9,7 +9,7 @@ either the variant is wrong or a scenario judges something the specification
 leaves free -- decide which before changing anything.
 
 Variants with ``transport="stdio"`` are served by ``python -m kvconform.serve``
-and driven by :class:`kvconform.conformance.stdio.StdioDriver`.
+and driven by :class:`kvconform.protocol.client.StdioDriver`.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from kvconform.conformance import suite
-from kvconform.conformance.driver import Driver, InProcessDriver
-from kvconform.conformance.runner import run_cases
 
+from kvconform.harness import suite
+from kvconform.harness.runner import run_cases
+from kvconform.protocol.driver import Driver, InProcessDriver
 from tests.variants import MODULES, Variant, all_variants
 
 pytestmark = pytest.mark.covers("CONF-3", "CONF-4", "CONF-6", "CONF-7", "PLAN-17", "ERR-9")
@@ -33,7 +33,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 VARIANTS: list[Variant] = all_variants()
 
 #: Modules a stdio variant needs: the server entry point and the stdio driver.
-STDIO_MODULES = ("kvconform.serve", "kvconform.conformance.stdio", "kvconform.conformance.server")
+STDIO_MODULES = ("kvconform.serve", "kvconform.protocol.client", "kvconform.protocol.server")
 
 
 def _missing_stdio() -> list[str]:
@@ -56,7 +56,7 @@ def _stdio_driver(v: Variant) -> Driver:
             f"{', '.join(missing)} do not exist yet, so {v.name} cannot be served. "
             "Re-run tests/test_variants.py once they land. !!!"
         )
-    from kvconform.conformance.stdio import StdioDriver
+    from kvconform.protocol.client import StdioDriver
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
@@ -93,9 +93,8 @@ def test_variant_passes_every_case(v: Variant) -> None:
     unexplained = [
         f"{r.case.id}: {r.reason}"
         for r in skipped
-        if "(CONF-6)" not in r.reason and not any(
-            ref in r.reason for ref in ("HASH-14", "SIG-14", "PLAN-17")
-        )
+        if "(CONF-6)" not in r.reason
+        and not any(ref in r.reason for ref in ("HASH-14", "SIG-14", "PLAN-17"))
     ]
     assert not unexplained, f"{v.name}: cases skipped for no declared reason: {unexplained}"
     if not v.declares:  # only the cases written for another option value

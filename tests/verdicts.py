@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kvconform.conformance.runner import CaseResult
+from kvconform.harness.runner import CaseResult
 
 
 def for_another_option(result: CaseResult) -> bool:

@@ -1,14 +1,18 @@
 """kvconform: specification and conformance suite for state-reuse rules in LLM engines.
 
-Subpackages:
+The package holds the code; the suite itself is data (``spec/``,
+``conformance/``, ``vectors/``), found by :func:`data_root`.
 
-- ``kvconform.reference``: the minimal reference implementation of ``spec/``.
-- ``kvconform.conformance``: scenarios, schemas, the harness and adapters.
+- :mod:`kvconform.values` -- the values exchanged with an implementation.
+- :mod:`kvconform.protocol` -- the operation table, wire codec, drivers, stdio client and server.
+- :mod:`kvconform.harness` -- loading, compiling and judging the suite's data.
+- :mod:`kvconform.differential` -- generated differential checks against the reference.
+- :mod:`kvconform.adapters` -- the built-in adapters (the reference implementation).
+- :mod:`kvconform.reports` -- JSON, JUnit, Markdown and HTML reports.
+- :mod:`kvconform.cli` and :mod:`kvconform.plugin` -- the command and the pytest plugin.
 
-In a built wheel those subpackages live inside this package. In a source
-checkout (including an editable install) they are the top-level folders
-``reference/`` and ``conformance/`` the project layout prescribes, and the
-package path is extended to reach them.
+The reference implementation is the separate top-level package
+``kvconform_reference`` (folder ``reference/``).
 """
 
 from __future__ import annotations
@@ -21,13 +25,15 @@ __version__ = "0.1.0"
 SUITE_VERSION = "2.0.0"
 
 _here = _Path(__file__).resolve().parent
-_checkout = _here.parent.parent
-if not (_here / "reference").is_dir() and (_checkout / "reference" / "__init__.py").is_file():
-    __path__.append(str(_checkout))  # type: ignore[name-defined]
 
 
 def data_root() -> _Path:
-    """The folder that holds ``spec/``, ``vectors/`` and ``conformance/`` data."""
-    if (_here / "vectors").is_dir():
-        return _here
-    return _checkout
+    """The folder that holds ``spec/``, ``vectors/`` and ``conformance/``.
+
+    In a wheel they are package data under ``kvconform/data/``; in a checkout
+    (including an editable install) they are the repository's top-level folders.
+    """
+    shipped = _here / "data"
+    if (shipped / "conformance").is_dir():
+        return shipped
+    return _here.parent.parent

@@ -1,3 +1,3 @@
-from kvconform.conformance.cli import main
+from kvconform.cli import main
 
 raise SystemExit(main())

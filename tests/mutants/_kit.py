@@ -23,8 +23,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from kvconform.conformance import values
-from kvconform.conformance.adapters.reference import (
+from kvconform_reference import errors, hasher, kv_cache, model, plan, signature, verify
+
+from kvconform import values
+from kvconform.adapters.reference import (
     ReferenceAdapter,
     cache_geometry,
     fault_of,
@@ -34,7 +36,6 @@ from kvconform.conformance.adapters.reference import (
     stored_layers,
     to_signature,
 )
-from kvconform.reference import errors, hasher, kv_cache, model, plan, signature, verify
 
 # --- hashing ------------------------------------------------------------------
 

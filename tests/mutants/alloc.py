@@ -7,9 +7,9 @@ Each is a subclass of the reference ``KvCache`` overriding one operation
 from __future__ import annotations
 
 import numpy as np
-from kvconform.reference import kv_cache
-from kvconform.reference.errors import CapacityExceeded, LayerOutOfRange, LayerShapeMismatch
-from kvconform.reference.identity import KvAllocId
+from kvconform_reference import kv_cache
+from kvconform_reference.errors import CapacityExceeded, LayerOutOfRange, LayerShapeMismatch
+from kvconform_reference.identity import KvAllocId
 
 from . import mutant
 from ._kit import CacheAdapter

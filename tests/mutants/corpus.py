@@ -7,7 +7,7 @@ The rest of the corpus lives in one module per requirement area (``hash.py``,
 
 from __future__ import annotations
 
-from kvconform.reference import identity, kv_cache, model
+from kvconform_reference import identity, kv_cache, model
 
 from . import mutant
 from ._kit import CacheAdapter, ModelAdapter

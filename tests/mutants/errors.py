@@ -1,6 +1,6 @@
 """ERR mutants: the right refusal, reported wrongly.
 
-Most rewrite one kind of :class:`~kvconform.conformance.values.Fault` as the
+Most rewrite one kind of :class:`~kvconform.values.Fault` as the
 adapter reports it (:class:`~._kit.FaultAdapter`), the layer where an
 implementation turns its typed error into a kind, a field, values and a
 message. The one about ``k_length`` changes what the measuring code raises.
@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvconform.conformance.values import Fault
-from kvconform.reference import errors
-from kvconform.reference.signature import StoredLayer
+from kvconform_reference import errors
+from kvconform_reference.signature import StoredLayer
+
+from kvconform.values import Fault
 
 from . import mutant
 from ._kit import BlockAdapter, FaultAdapter, Measurer

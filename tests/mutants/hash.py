@@ -11,9 +11,10 @@ import math
 import random
 from collections.abc import Sequence
 
-from kvconform.conformance import values
-from kvconform.reference import hasher
-from kvconform.reference.hasher import OFFSET_BASIS, PRIME, KeyHasher, f64_bits, f64_from_bits
+from kvconform_reference import hasher
+from kvconform_reference.hasher import OFFSET_BASIS, PRIME, KeyHasher, f64_bits, f64_from_bits
+
+from kvconform import values
 
 from . import mutant
 from ._kit import HasherAdapter, run_program

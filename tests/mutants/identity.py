@@ -13,11 +13,12 @@ import weakref
 from collections.abc import Iterator
 from typing import ClassVar
 
-from kvconform.conformance import values
-from kvconform.conformance.adapters.reference import model_config
-from kvconform.reference import kv_cache, model
-from kvconform.reference.hasher import fnv1a64
-from kvconform.reference.identity import KvAllocId, ModelInstanceId
+from kvconform_reference import kv_cache, model
+from kvconform_reference.hasher import fnv1a64
+from kvconform_reference.identity import KvAllocId, ModelInstanceId
+
+from kvconform import values
+from kvconform.adapters.reference import model_config
 
 from . import mutant
 from ._kit import CacheAdapter, ModelAdapter

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvconform.reference import kv_cache, model, plan
-from kvconform.reference.hasher import KeyHasher
+from kvconform_reference import kv_cache, model, plan
+from kvconform_reference.hasher import KeyHasher
 
 from . import mutant
 from ._kit import REFERENCE_COMPOSITION, Composition, KeyedPlan, PlanAdapter

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from kvconform.conformance.values import Fault, Payload, Signature
-from kvconform.reference import errors, signature, verify
-from kvconform.reference.signature import CacheSignature, StoredLayer
+from kvconform_reference import errors, signature, verify
+from kvconform_reference.signature import CacheSignature, StoredLayer
+
+from kvconform.values import Fault, Payload, Signature
 
 from . import mutant
 from ._kit import BlockAdapter, Measurer, compare, incompatible, payload_mismatch

@@ -17,12 +17,13 @@ from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
-from kvconform.conformance.values import AdapterInfo
-from kvconform.reference import errors, kv_cache, model, plan
-from kvconform.reference.hasher import KeyHasher
-from kvconform.reference.identity import KvAllocId, ModelInstanceId
-from kvconform.reference.signature import V1, CacheSignature, StoredLayer
-from kvconform.reference.verify import KvBlock, UnverifiedBlock
+from kvconform_reference import errors, kv_cache, model, plan
+from kvconform_reference.hasher import KeyHasher
+from kvconform_reference.identity import KvAllocId, ModelInstanceId
+from kvconform_reference.signature import V1, CacheSignature, StoredLayer
+from kvconform_reference.verify import KvBlock, UnverifiedBlock
+
+from kvconform.values import AdapterInfo
 
 from . import mutant
 from ._kit import (

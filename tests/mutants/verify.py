@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvconform.conformance.values import Fault, Payload, Signature
-from kvconform.reference import errors
-from kvconform.reference.signature import SIGNATURE_FIELDS, V1, CacheSignature
-from kvconform.reference.verify import KvBlock, UnverifiedBlock
+from kvconform_reference import errors
+from kvconform_reference.signature import SIGNATURE_FIELDS, V1, CacheSignature
+from kvconform_reference.verify import KvBlock, UnverifiedBlock
+
+from kvconform.values import Fault, Payload, Signature
 
 from . import mutant
 from ._kit import BlockAdapter, compare, incompatible, payload_mismatch

@@ -5,7 +5,7 @@
 # touches the working tree: mutmut works in a scratch copy laid out like the
 # wheel (src/kvconform/{reference,conformance,vectors,spec}), so that mutmut's
 # module names (from src/kvconform/reference/*.py) are the names the suite
-# imports (kvconform.reference.*).
+# imports (kvconform_reference.*).
 #
 #   bash tests/mutation/run.sh                  # all of reference/
 #   bash tests/mutation/run.sh hasher.py plan.py  # only these modules of reference/

@@ -8,11 +8,11 @@ runs the four 1 MiB fold vectors last, so a killed mutant costs little.
 
 from __future__ import annotations
 
-from kvconform.conformance import suite
-from kvconform.conformance.adapters.reference import ReferenceAdapter
-from kvconform.conformance.driver import InProcessDriver
-from kvconform.conformance.runner import run_case
-from kvconform.conformance.scenario import Case
+from kvconform.adapters.reference import ReferenceAdapter
+from kvconform.harness import suite
+from kvconform.harness.runner import run_case
+from kvconform.harness.scenario import Case
+from kvconform.protocol.driver import InProcessDriver
 
 
 def _slow_last(case: Case) -> tuple[bool, str]:

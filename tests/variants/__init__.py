@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from kvconform.conformance.adapter import Adapter
+from kvconform.protocol.adapter import Adapter
 
 Transport = Literal["in-process", "stdio"]
 

@@ -19,10 +19,11 @@ import threading
 from dataclasses import replace
 
 import numpy as np
-from kvconform.conformance.adapters.reference import ReferenceAdapter, model_config
-from kvconform.conformance.values import AdapterInfo, Fault, Geometry, ModelSpec
-from kvconform.reference import kv_cache, model, plan
-from kvconform.reference.identity import KvAllocId, ModelInstanceId
+from kvconform_reference import kv_cache, model, plan
+from kvconform_reference.identity import KvAllocId, ModelInstanceId
+
+from kvconform.adapters.reference import ReferenceAdapter, model_config
+from kvconform.values import AdapterInfo, Fault, Geometry, ModelSpec
 
 from . import variant
 

@@ -25,13 +25,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvconform.conformance.adapters.reference import (
-    ReferenceAdapter,
-    plan_identity,
-)
-from kvconform.conformance.values import AdapterInfo, PlanIdentity, StepInputs
-from kvconform.reference import kv_cache, model, plan
-from kvconform.reference.hasher import KeyHasher
+from kvconform_reference import kv_cache, model, plan
+from kvconform_reference.hasher import KeyHasher
+
+from kvconform.adapters.reference import ReferenceAdapter, plan_identity
+from kvconform.values import AdapterInfo, PlanIdentity, StepInputs
 
 from . import variant
 

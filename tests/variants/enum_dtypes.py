@@ -19,9 +19,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from enum import Enum
 
-from kvconform.conformance.adapters.reference import ReferenceAdapter
-from kvconform.conformance.values import AdapterInfo, Fault, MixOp, Payload, Signature
-from kvconform.reference import signature as ref_signature
+from kvconform_reference import signature as ref_signature
+
+from kvconform.adapters.reference import ReferenceAdapter
+from kvconform.values import AdapterInfo, Fault, MixOp, Payload, Signature
 
 from . import variant
 

@@ -22,10 +22,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-from kvconform.conformance.adapters.reference import ReferenceAdapter
-from kvconform.conformance.values import AdapterInfo, PlanIdentity, StepInputs
-from kvconform.reference import errors, kv_cache, model, plan
-from kvconform.reference.identity import KvAllocId, ModelInstanceId
+from kvconform_reference import errors, kv_cache, model, plan
+from kvconform_reference.identity import KvAllocId, ModelInstanceId
+
+from kvconform.adapters.reference import ReferenceAdapter
+from kvconform.values import AdapterInfo, PlanIdentity, StepInputs
 
 from . import variant
 
@@ -116,7 +117,7 @@ class ReplaceOrderLenFirst(ReferenceAdapter):
                 strict=True,
             ):
                 if expected != found:
-                    from kvconform.conformance.adapters.reference import fault_of
+                    from kvconform.adapters.reference import fault_of
 
                     return fault_of(
                         errors.LayerShapeMismatch(
@@ -225,7 +226,7 @@ class CacheHeadsImplied(ReferenceAdapter):
         return _declaring(super().describe(), "cache-heads-implied", plan_key_cache_heads="implied")
 
     def plan_key(self, identity: PlanIdentity) -> int:
-        from kvconform.conformance.adapters.reference import plan_identity
+        from kvconform.adapters.reference import plan_identity
 
         return _implied_key(plan_identity(identity))
 

@@ -20,10 +20,11 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from kvconform.conformance.adapters.reference import ReferenceAdapter, model_config
-from kvconform.conformance.values import AdapterInfo, Fault, Geometry, ModelSpec, Payload, Signature
-from kvconform.reference import kv_cache, model, plan
-from kvconform.reference.identity import KvAllocId, ModelInstanceId
+from kvconform_reference import kv_cache, model, plan
+from kvconform_reference.identity import KvAllocId, ModelInstanceId
+
+from kvconform.adapters.reference import ReferenceAdapter, model_config
+from kvconform.values import AdapterInfo, Fault, Geometry, ModelSpec, Payload, Signature
 
 from . import variant
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvconform.conformance.adapters.reference import ReferenceAdapter
-from kvconform.conformance.values import AdapterInfo, Fault
+from kvconform.adapters.reference import ReferenceAdapter
+from kvconform.values import AdapterInfo, Fault
 
 from . import variant
 

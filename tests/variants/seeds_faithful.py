@@ -46,7 +46,8 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import ClassVar
 
-from kvconform.conformance.values import (
+from kvconform import __version__
+from kvconform.values import (
     AdapterInfo,
     Fault,
     Geometry,
@@ -58,8 +59,6 @@ from kvconform.conformance.values import (
     Signature,
     StepInputs,
 )
-
-from kvconform import __version__
 
 from . import variant
 
@@ -410,8 +409,9 @@ class LayerShapeMismatch(CacheError):
 class KvCache:
     """fuel-tensor's ``KvCache``: storage, ``cached_len`` and the allocation id."""
 
-    def __init__(self, n_layers: int, n_kv_heads: int, head_dim: int, max_seq_len: int,
-                 dtype: DType) -> None:
+    def __init__(
+        self, n_layers: int, n_kv_heads: int, head_dim: int, max_seq_len: int, dtype: DType
+    ) -> None:
         if _u64(n_layers, "n_layers") < 1:
             raise ValueError("n_layers must be at least 1")
         self.n_layers, self.n_kv_heads, self.head_dim = n_layers, n_kv_heads, head_dim
@@ -421,8 +421,9 @@ class KvCache:
         self._alloc_id = KvAllocId.next()  # constructing a cache is a new allocation
 
     @classmethod
-    def with_capacity(cls, n_layers: int, n_kv_heads: int, head_dim: int, max_seq_len: int,
-                      dtype: DType) -> KvCache:
+    def with_capacity(
+        cls, n_layers: int, n_kv_heads: int, head_dim: int, max_seq_len: int, dtype: DType
+    ) -> KvCache:
         return cls(n_layers, n_kv_heads, head_dim, max_seq_len, dtype)
 
     def _fresh_layers(self) -> list[KvLayer]:
@@ -710,7 +711,13 @@ class CacheSignature:
     tokens: int
 
     FIELDS: ClassVar[tuple[str, ...]] = (
-        "format_version", "model", "n_layers", "n_kv_heads", "head_dim", "dtype", "tokens",
+        "format_version",
+        "model",
+        "n_layers",
+        "n_kv_heads",
+        "head_dim",
+        "dtype",
+        "tokens",
     )
 
     @classmethod
@@ -738,13 +745,14 @@ class CacheSignature:
         )
 
     @classmethod
-    def expected(cls, model: str, n_layers: int, n_kv_heads: int, head_dim: int,
-                 tokens: int) -> CacheSignature:
-        return cls(BLOCK_FORMAT_VERSION, model, n_layers, n_kv_heads, head_dim, KvDtype.F32,
-                   tokens)
+    def expected(
+        cls, model: str, n_layers: int, n_kv_heads: int, head_dim: int, tokens: int
+    ) -> CacheSignature:
+        return cls(BLOCK_FORMAT_VERSION, model, n_layers, n_kv_heads, head_dim, KvDtype.F32, tokens)
 
-    def compare(self, other: CacheSignature, mismatch: type[PayloadMismatch] | type[Incompatible]
-                ) -> None:
+    def compare(
+        self, other: CacheSignature, mismatch: type[PayloadMismatch] | type[Incompatible]
+    ) -> None:
         """Field by field; the first field that differs is named with both values."""
         for name in self.FIELDS:
             mine, theirs = getattr(self, name), getattr(other, name)
@@ -813,8 +821,9 @@ def _typed(sig: Signature, dtype: KvDtype) -> CacheSignature:
         raise ValueError(f"format_version {sig.format_version} is not a u32")
     for name in ("n_layers", "n_kv_heads", "head_dim", "tokens"):
         _u64(getattr(sig, name), name)
-    return CacheSignature(sig.format_version, sig.model, sig.n_layers, sig.n_kv_heads,
-                          sig.head_dim, dtype, sig.tokens)
+    return CacheSignature(
+        sig.format_version, sig.model, sig.n_layers, sig.n_kv_heads, sig.head_dim, dtype, sig.tokens
+    )
 
 
 def reader_expectation(sig: Signature) -> CacheSignature:
@@ -838,8 +847,15 @@ def _stored(layer: LayerDesc) -> StoredKvCache:
 
 
 def to_wire(sig: CacheSignature) -> Signature:
-    return Signature(sig.format_version, sig.model, sig.n_layers, sig.n_kv_heads, sig.head_dim,
-                     sig.dtype.as_str(), sig.tokens)
+    return Signature(
+        sig.format_version,
+        sig.model,
+        sig.n_layers,
+        sig.n_kv_heads,
+        sig.head_dim,
+        sig.dtype.as_str(),
+        sig.tokens,
+    )
 
 
 # =====================================================================================
@@ -968,8 +984,9 @@ class SeedsFaithful:
     def session_new(self, m: Model, cache: KvCache, step_tokens: int) -> DecodeSession:
         return DecodeSession(m, cache, step_tokens)
 
-    def session_valid(self, session: DecodeSession, m: Model, cache: KvCache,
-                      step: StepInputs) -> bool:
+    def session_valid(
+        self, session: DecodeSession, m: Model, cache: KvCache, step: StepInputs
+    ) -> bool:
         return session.is_valid_for(m, cache, step.token_ids)
 
     def drop(self, handle: object) -> None:
@@ -988,8 +1005,9 @@ class SeedsFaithful:
         except SignatureError as exc:
             return exc.fault()
 
-    def verify(self, recorded: Signature | None, payload: Payload,
-               expected: Signature) -> Signature | Fault:
+    def verify(
+        self, recorded: Signature | None, payload: Payload, expected: Signature
+    ) -> Signature | Fault:
         want = reader_expectation(expected)
         try:
             stamp = None if recorded is None else decode_stamp(recorded)

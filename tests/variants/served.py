@@ -2,7 +2,7 @@
 
 The suite reaches this one as a separate process,
 ``python -m kvconform.serve --adapter tests.variants.served:ServedEverything``,
-through :class:`kvconform.conformance.stdio.StdioDriver`: handles, ids,
+through :class:`kvconform.protocol.client.StdioDriver`: handles, ids,
 faults and signatures all cross the wire (spec/protocol.md). What it differs
 in is the union of three in-process variants:
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvconform.conformance.values import AdapterInfo
+from kvconform.values import AdapterInfo
 
 from . import variant
 from .composition import BackToFrontComposition

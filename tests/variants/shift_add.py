@@ -20,12 +20,10 @@ from __future__ import annotations
 import struct
 from dataclasses import replace
 
-from kvconform.conformance.adapters.reference import (
-    ReferenceAdapter,
-    plan_identity,
-)
-from kvconform.conformance.values import AdapterInfo, MixOp, PlanIdentity, StepInputs
-from kvconform.reference import kv_cache, model, plan
+from kvconform_reference import kv_cache, model, plan
+
+from kvconform.adapters.reference import ReferenceAdapter, plan_identity
+from kvconform.values import AdapterInfo, MixOp, PlanIdentity, StepInputs
 
 from . import variant
 

@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from kvconform.conformance.adapters.reference import ReferenceAdapter, cache_geometry
-from kvconform.conformance.values import AdapterInfo, PlanIdentity, StepInputs
-from kvconform.reference import kv_cache, model
-from kvconform.reference.hasher import KeyHasher, f64_bits
+from kvconform_reference import kv_cache, model
+from kvconform_reference.hasher import KeyHasher, f64_bits
+
+from kvconform.adapters.reference import ReferenceAdapter, cache_geometry
+from kvconform.values import AdapterInfo, PlanIdentity, StepInputs
 
 from . import variant
 

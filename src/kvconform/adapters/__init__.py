@@ -1,0 +1,38 @@
+"""Adapters shipped with kvconform, and loading an adapter named on a command line."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from kvconform.protocol.adapter import Adapter
+
+#: What ``--kv-adapter`` means when it is not given.
+DEFAULT_ADAPTER = "kvconform.adapters.reference:ReferenceAdapter"
+
+
+class AdapterSpecError(ValueError):
+    """A ``module:factory`` string that does not name a usable adapter factory."""
+
+
+def load_adapter(spec: str) -> Adapter:
+    """Import ``module:factory`` and call the factory with no arguments."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise AdapterSpecError(f"adapter {spec!r}: expected 'module:factory'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise AdapterSpecError(f"adapter {spec!r}: cannot import {module_name!r}: {exc}") from exc
+    factory: Any = module
+    for part in attr.split("."):
+        try:
+            factory = getattr(factory, part)
+        except AttributeError:
+            raise AdapterSpecError(
+                f"adapter {spec!r}: module {module_name!r} has no attribute {attr!r}"
+            ) from None
+    adapter = factory()
+    if not isinstance(adapter, Adapter):
+        raise AdapterSpecError(f"adapter {spec!r}: the factory returned no describe() method")
+    return adapter

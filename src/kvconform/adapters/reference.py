@@ -1,0 +1,248 @@
+"""The reference implementation behind the adapter interface."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from kvconform_reference import errors, hasher, kv_cache, model, plan, signature, verify
+
+from kvconform import __version__
+from kvconform.values import (
+    AdapterInfo,
+    Fault,
+    Geometry,
+    LayerDesc,
+    MixOp,
+    ModelSpec,
+    Payload,
+    PlanIdentity,
+    Signature,
+    StepInputs,
+)
+
+
+def fault_of(error: errors.KvError) -> Fault:
+    """The conformance form of a reference error (ERR-2)."""
+    return Fault(
+        kind=error.kind,
+        field=error.field_name,
+        layer=error.layer,
+        values=error.values(),
+        message=error.message(),
+    )
+
+
+def run_program(program: Sequence[MixOp]) -> list[int]:
+    """Run a mix program on a fresh :class:`~kvconform_reference.hasher.KeyHasher`."""
+    h = hasher.KeyHasher()
+    finishes = []
+    for op in program:
+        if op.kind == "bytes":
+            assert isinstance(op.value, bytes)
+            h.mix_bytes(op.value * op.repeat)
+        elif op.kind == "str":
+            assert isinstance(op.value, str)
+            h.mix_str(op.value)
+        elif op.kind == "u64":
+            assert isinstance(op.value, int)
+            h.mix_u64(op.value)
+        elif op.kind == "f64":
+            assert isinstance(op.value, int)
+            h.mix_f64_bits(op.value)
+        elif op.kind == "present":
+            h.mix_present(bool(op.value))
+        elif op.kind == "instance":
+            assert isinstance(op.value, int)
+            h.mix_instance(op.value)
+        elif op.kind == "finish":
+            finishes.append(h.finish())
+        else:
+            raise ValueError(f"unknown mix op {op.kind!r}")
+    return finishes
+
+
+def model_config(spec: ModelSpec) -> model.ModelConfig:
+    return model.ModelConfig(spec.family, spec.param_map(), spec.hook_map())
+
+
+def cache_geometry(g: Geometry) -> kv_cache.CacheGeometry:
+    return kv_cache.CacheGeometry(g.n_layers, g.n_kv_heads, g.head_dim, g.max_seq_len, g.dtype)
+
+
+def plan_identity(identity: PlanIdentity) -> plan.PlanIdentity:
+    """The reference's form of a ``plan_key`` probe's components."""
+    return plan.PlanIdentity(
+        family=identity.model.family,
+        params=identity.model.param_map(),
+        hooks=identity.model.hook_map(),
+        instance=identity.instance,
+        alloc=identity.alloc,
+        geometry=cache_geometry(identity.geometry),
+        step_tokens=identity.step_tokens,
+    )
+
+
+def stored_layers(payload: Payload) -> list[signature.StoredLayer]:
+    """Real f32 buffers of the described lengths (the payload's evidence)."""
+    return [_stored_layer(index, layer) for index, layer in enumerate(payload)]
+
+
+def _stored_layer(index: int, layer: LayerDesc) -> signature.StoredLayer:
+    k = np.arange(layer.k_len, dtype=np.float32) + index
+    v = np.arange(layer.v_len, dtype=np.float32) - index
+    return signature.StoredLayer(layer.n_kv_heads, layer.head_dim, layer.seq_len, k, v)
+
+
+def to_signature(sig: signature.CacheSignature) -> Signature:
+    return Signature(
+        sig.format_version,
+        sig.model,
+        sig.n_layers,
+        sig.n_kv_heads,
+        sig.head_dim,
+        sig.dtype,
+        sig.tokens,
+    )
+
+
+def from_signature(sig: Signature) -> signature.CacheSignature:
+    return signature.CacheSignature(
+        sig.format_version,
+        sig.model,
+        sig.n_layers,
+        sig.n_kv_heads,
+        sig.head_dim,
+        sig.dtype,
+        sig.tokens,
+    )
+
+
+class ReferenceAdapter:
+    """Every class, profile v1."""
+
+    def describe(self) -> AdapterInfo:
+        return AdapterInfo(
+            name="kvconform-reference",
+            version=__version__,
+            language="python",
+            classes=frozenset({"hash", "identity", "plan", "signature", "verify"}),
+            format_writes=signature.V1.version,
+            format_reads=frozenset(signature.V1.readable),
+        )
+
+    # hash
+    def hash(self, program: Sequence[MixOp]) -> list[int]:
+        return run_program(program)
+
+    # identity
+    def model_new(self, spec: ModelSpec) -> model.Model:
+        return model.Model(model_config(spec))
+
+    def model_reload(self, m: model.Model) -> model.Model:
+        return m.reload()
+
+    def model_set_hook(self, m: model.Model, hook: str, present: bool) -> None:
+        m.set_hook(hook, present)
+
+    def model_instance_id(self, m: model.Model) -> int:
+        return m.instance_id.value
+
+    def cache_new(self, geometry: Geometry) -> kv_cache.KvCache:
+        return kv_cache.KvCache(cache_geometry(geometry))
+
+    def cache_append(self, cache: kv_cache.KvCache, tokens: int) -> Fault | None:
+        g = cache.geometry
+        shape = (g.n_layers, tokens, g.n_kv_heads, g.head_dim)
+        data = np.full(shape, len(cache) + 1, dtype=kv_cache.STORAGE_DTYPES[g.dtype])
+        try:
+            cache.append(data, data)
+        except errors.CacheError as exc:
+            return fault_of(exc)
+        return None
+
+    def cache_truncate(self, cache: kv_cache.KvCache, length: int) -> None:
+        cache.truncate_to(length)
+
+    def cache_clear(self, cache: kv_cache.KvCache) -> None:
+        cache.clear()
+
+    def cache_replace_layer(
+        self,
+        cache: kv_cache.KvCache,
+        layer: int,
+        n_kv_heads: int | None,
+        head_dim: int | None,
+        max_seq_len: int | None,
+    ) -> Fault | None:
+        g = cache.geometry
+        shape = kv_cache.CacheGeometry(
+            n_layers=1,
+            n_kv_heads=g.n_kv_heads if n_kv_heads is None else n_kv_heads,
+            head_dim=g.head_dim if head_dim is None else head_dim,
+            max_seq_len=g.max_seq_len if max_seq_len is None else max_seq_len,
+            dtype=g.dtype,
+        )
+        try:
+            cache.set_layer(layer, kv_cache.KvLayer.allocate(shape))
+        except errors.CacheError as exc:
+            return fault_of(exc)
+        return None
+
+    def cache_alloc_id(self, cache: kv_cache.KvCache) -> int:
+        return cache.alloc_id.value
+
+    def cache_len(self, cache: kv_cache.KvCache) -> int:
+        return len(cache)
+
+    # plan
+    def plan_key(self, identity: PlanIdentity) -> int:
+        return plan_identity(identity).key()
+
+    def session_new(
+        self, m: model.Model, cache: kv_cache.KvCache, step_tokens: int
+    ) -> plan.DecodePlan:
+        return plan.DecodePlan(m, cache, step_tokens)
+
+    def session_valid(
+        self,
+        session: plan.DecodePlan,
+        m: model.Model,
+        cache: kv_cache.KvCache,
+        step: StepInputs,
+    ) -> bool:
+        inputs = plan.StepInputs(
+            token_ids=step.token_ids,
+            write_offset=step.write_offset,
+            rope=plan.RopeSpec(step.rope_theta, step.rope_scaling),
+            mask=step.mask,
+        )
+        return session.is_valid_for(m, cache, inputs)
+
+    def drop(self, handle: object) -> None:
+        """The reference keeps no reference to any handle; nothing to release."""
+
+    # signature and verify
+    def measure(self, model_name: str, payload: Payload) -> Signature | Fault:
+        try:
+            return to_signature(signature.measure(model_name, stored_layers(payload)))
+        except errors.SignatureError as exc:
+            return fault_of(exc)
+
+    def stamp(self, model_name: str, payload: Payload) -> Signature | Fault:
+        try:
+            return to_signature(verify.stamp(model_name, stored_layers(payload)).signature)
+        except errors.SignatureError as exc:
+            return fault_of(exc)
+
+    def verify(
+        self, recorded: Signature | None, payload: Payload, expected: Signature
+    ) -> Signature | Fault:
+        block = verify.UnverifiedBlock(
+            None if recorded is None else from_signature(recorded),
+            tuple(stored_layers(payload)),
+        )
+        try:
+            return to_signature(verify.verify(block, from_signature(expected)).signature)
+        except errors.SignatureError as exc:
+            return fault_of(exc)

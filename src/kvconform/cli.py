@@ -1,0 +1,624 @@
+"""The ``kvconform`` command.
+
+    kvconform run                      # the whole suite against the built-in reference
+    kvconform run --adapter-cmd "./my-adapter --stdio" --json report.json
+    kvconform compare a.json b.json -o matrix.html
+    kvconform list --requirement PLAN-6
+
+Exit statuses of ``run``: 0 conformant for the declared classes (or, with an
+expectations file, no unexpected failure and no stale entry); 1 failures;
+2 a usage or suite error; 3 the adapter could not start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import shlex
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import NoReturn, TextIO
+
+import kvconform
+from kvconform.adapters import DEFAULT_ADAPTER, AdapterSpecError, load_adapter
+from kvconform.harness import expectations as expectations_mod
+from kvconform.harness import manifest, suite
+from kvconform.harness.runner import CaseResult, run_case
+from kvconform.harness.scenario import Case
+from kvconform.harness.yamlsource import SourceError
+from kvconform.protocol.driver import Driver, InProcessDriver
+from kvconform.reports import html, junit, markdown, record
+from kvconform.values import OPTIONS
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ADAPTER = 0, 1, 2, 3
+
+
+class UsageError(Exception):
+    """A bad argument or an unusable suite file: exit status 2, one clear line."""
+
+
+class AdapterStartFailed(Exception):
+    """The adapter could not be started: exit status 3."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kvconform", description="kvconform conformance suite")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"kvconform {kvconform.__version__} (suite {kvconform.SUITE_VERSION})",
+    )
+    commands = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
+    commands.required = True
+
+    run = commands.add_parser(
+        "run",
+        help="run the suite against an implementation",
+        description="Run the suite against an implementation.",
+    )
+    who = run.add_mutually_exclusive_group()
+    who.add_argument(
+        "--adapter",
+        metavar="MODULE:FACTORY",
+        help=f"a Python adapter (default: the reference, {DEFAULT_ADAPTER})",
+    )
+    who.add_argument(
+        "--adapter-cmd",
+        metavar="COMMAND",
+        help="an adapter process speaking the stdio protocol (spec/protocol.md); "
+        "split like a shell would, run without a shell",
+    )
+    run.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="per-request timeout for --adapter-cmd (default 10)",
+    )
+    _add_selection(run)
+    out = run.add_argument_group("reports")
+    out.add_argument("--json", type=Path, metavar="FILE", help="JSON report (kvconform-report/1)")
+    out.add_argument("--junit", type=Path, metavar="FILE", help="JUnit XML")
+    out.add_argument(
+        "--markdown", type=Path, metavar="FILE", help="Markdown summary (e.g. $GITHUB_STEP_SUMMARY)"
+    )
+    out.add_argument("--html", type=Path, metavar="FILE", help="self-contained HTML report")
+    out.add_argument(
+        "--report-dir",
+        type=Path,
+        metavar="DIR",
+        help="write report.json, report.xml, summary.md and report.html into DIR",
+    )
+    gate = run.add_argument_group("gating")
+    gate.add_argument(
+        "--expectations",
+        type=Path,
+        metavar="FILE",
+        help="known failures; fail on anything else and on listed cases that pass",
+    )
+    gate.add_argument(
+        "--write-expectations",
+        type=Path,
+        metavar="FILE",
+        help="write the current failures as a starting expectations file",
+    )
+    generated = run.add_argument_group(
+        "generated checks (need Hypothesis: pip install 'kvconform[generated]')"
+    )
+    generated.add_argument(
+        "--generated",
+        type=_positive_int,
+        metavar="N",
+        help="also run the generated differential checks, N random programs "
+        "per property, against the reference (cases generated.*)",
+    )
+    generated.add_argument(
+        "--seed",
+        type=_seed,
+        metavar="S",
+        help="seed of the generated checks: a number, or 'random' for a fresh one (default: "
+        "the suite version's fixed seed, so every run generates the same programs; printed)",
+    )
+    generated.add_argument(
+        "--export-counterexamples",
+        type=Path,
+        metavar="DIR",
+        help="write each shrunk counterexample as a scenario file into DIR",
+    )
+    run.add_argument(
+        "--allow-modified",
+        action="store_true",
+        help="run even if suite files differ from the shipped manifest",
+    )
+    run.add_argument(
+        "--max-failures-shown",
+        type=int,
+        default=10,
+        metavar="N",
+        help="failures printed in full at the end (default 10)",
+    )
+    run.add_argument("--quiet", action="store_true", help="no progress display")
+
+    listing = commands.add_parser(
+        "list",
+        help="list the cases a selection picks",
+        description="List the cases a selection picks.",
+    )
+    _add_selection(listing)
+
+    compare = commands.add_parser(
+        "compare",
+        help="one HTML matrix from several JSON reports",
+        description="Render several JSON reports as one HTML matrix.",
+    )
+    compare.add_argument("reports", nargs="+", type=Path, metavar="REPORT.json")
+    compare.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.html")
+    return parser
+
+
+def _add_selection(parser: argparse.ArgumentParser) -> None:
+    sel = parser.add_argument_group("selection (repeatable; a case must match every kind given)")
+    sel.add_argument(
+        "--area",
+        action="append",
+        default=[],
+        metavar="AREA",
+        help="e.g. alloc, verify, vectors (a prefix of the case's area)",
+    )
+    sel.add_argument(
+        "--class",
+        dest="classes",
+        action="append",
+        default=[],
+        metavar="CLASS",
+        help="hash, identity, plan, signature or verify",
+    )
+    sel.add_argument(
+        "--requirement",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="a requirement id (PLAN-6) or group (PLAN)",
+    )
+    sel.add_argument(
+        "--id",
+        dest="ids",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="a case id or glob pattern (plan.over-keying.*)",
+    )
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be greater than 0")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def select(cases: Sequence[Case], args: argparse.Namespace) -> list[Case]:
+    """The cases matching every kind of selector given; an unknown selector is an error."""
+    known_classes = {"hash", "identity", "plan", "signature", "verify"}
+    for cls in args.classes:
+        if cls not in known_classes:
+            raise UsageError(f"--class {cls!r}: not one of {', '.join(sorted(known_classes))}")
+    reqs = suite.requirements()
+    groups = {r.rsplit("-", 1)[0] for r in reqs}
+    for req in args.requirement:
+        if req not in reqs and req not in groups:
+            raise UsageError(f"--requirement {req!r}: no such requirement or group in spec/")
+
+    def wanted(case: Case) -> bool:
+        checks: list[Callable[[], bool]] = []
+        if args.area:
+            checks.append(
+                lambda: any(
+                    case.area == a or case.area.startswith(a.rstrip("/") + "/") for a in args.area
+                )
+            )
+        if args.classes:
+            checks.append(lambda: case.cls in args.classes)
+        if args.requirement:
+            checks.append(
+                lambda: any(
+                    r in args.requirement or r.rsplit("-", 1)[0] in args.requirement
+                    for r in case.requires
+                )
+            )
+        if args.ids:
+            checks.append(lambda: any(fnmatch.fnmatchcase(case.id, p) for p in args.ids))
+        return all(check() for check in checks)
+
+    chosen = [c for c in cases if wanted(c)]
+    if not chosen:
+        raise UsageError("the selection matches no case (see 'kvconform list')")
+    return chosen
+
+
+def _driver(args: argparse.Namespace) -> Driver:
+    if args.adapter_cmd:
+        argv = shlex.split(args.adapter_cmd)
+        if not argv:
+            raise UsageError("--adapter-cmd is empty")
+        from kvconform.protocol.client import AdapterStartError, StdioDriver
+
+        try:
+            return StdioDriver(argv, timeout=args.timeout)
+        except AdapterStartError as exc:
+            raise AdapterStartFailed(str(exc)) from None
+    spec = args.adapter or DEFAULT_ADAPTER
+    try:
+        return InProcessDriver(load_adapter(spec))
+    except AdapterSpecError as exc:
+        raise UsageError(str(exc)) from None
+    except Exception as exc:
+        raise AdapterStartFailed(
+            f"adapter {spec!r} failed to start: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+class Progress:
+    """A counter on a terminal; one line per finished area otherwise."""
+
+    def __init__(self, total: int, stream: TextIO, quiet: bool) -> None:
+        self.total, self.stream, self.quiet = total, stream, quiet
+        self.tty = stream.isatty()
+        self.done = 0
+        self.area: str | None = None
+        self.area_counts: Counter[str] = Counter()
+
+    def __call__(self, result: CaseResult) -> None:
+        self.done += 1
+        if self.quiet:
+            return
+        area = result.case.area
+        if self.area is not None and area != self.area:
+            self._flush_area()
+        self.area = area
+        self.area_counts[result.verdict] += 1
+        if self.tty:
+            failed = self.area_counts["failed"]
+            self.stream.write(f"\r[{self.done}/{self.total}] {area:<28} {failed} failed ")
+            self.stream.flush()
+
+    def _flush_area(self) -> None:
+        c = self.area_counts
+        line = (
+            f"{self.area:<28} {c['passed']:>4} passed {c['failed']:>3} failed "
+            f"{c['not_applicable']:>3} n/a"
+        )
+        self.stream.write(("\r" if self.tty else "") + line + " " * 8 + "\n")
+        self.stream.flush()
+        self.area_counts = Counter()
+
+    def finish(self) -> None:
+        if not self.quiet and self.area is not None:
+            self._flush_area()
+
+
+def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    integrity = manifest.check()
+    if not integrity.intact and not args.allow_modified:
+        raise UsageError(
+            f"the installed suite differs from its manifest ({integrity.problems()}); "
+            "reinstall kvconform, or pass --allow-modified to run it anyway"
+        )
+    generated = _generated_options(args)
+    try:
+        pool = [*suite.all_cases(), *(generated.cases if generated else ())]
+        cases = select(pool, args)
+    except SourceError as exc:
+        raise UsageError(str(exc)) from None
+    known = None
+    if args.expectations:
+        try:
+            known = expectations_mod.load(args.expectations, (c.id for c in pool))
+        except SourceError as exc:
+            raise UsageError(str(exc)) from None
+    driver = _driver(args)
+    if generated is not None and not args.quiet:
+        err.write(
+            f"generated checks: {generated.examples} example(s) per property, "
+            f"seed {generated.seed}\n"
+        )
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    clock = time.perf_counter()
+    progress = Progress(len(cases), err, args.quiet)
+    results: list[CaseResult] = []
+    try:
+        for case in cases:
+            if case.kind == "generated" and generated is not None:
+                results.append(generated.run(case, driver, err))
+            else:
+                results.append(run_case(case, driver))
+            progress(results[-1])
+    finally:
+        progress.finish()
+        driver.close()
+    seconds = time.perf_counter() - clock
+    gate = expectations_mod.gate(results, known) if known else None
+    report = record.build(
+        results,
+        driver.info,
+        suite_digest=integrity.digest,
+        started=started,
+        seconds=seconds,
+        selection={
+            k: v
+            for k, v in (
+                ("area", args.area),
+                ("class", args.classes),
+                ("requirement", args.requirement),
+                ("id", args.ids),
+            )
+            if v
+        },
+        gate=None
+        if gate is None
+        else {
+            "file": known.file if known else "",
+            "unexpected_failures": list(gate.unexpected_failures),
+            "stale": list(gate.stale),
+            "expected_failures": list(gate.expected_failures),
+            "unchecked": list(gate.unchecked),
+        },
+    )
+    if generated is not None:
+        report["selection"]["generated"] = {"examples": generated.examples, "seed": generated.seed}
+    if not integrity.intact:
+        report["suite"]["modified"] = integrity.problems()
+    _write_reports(args, report)
+    if args.write_expectations:
+        n = expectations_mod.write(args.write_expectations, results)
+        err.write(f"wrote {n} known failure(s) to {args.write_expectations}\n")
+    _print_summary(report, results, args, integrity, out)
+    if generated is not None:
+        out.write(
+            f"generated checks: {generated.examples} example(s) per property, seed "
+            f"{generated.seed} (reproduce with --generated {generated.examples} "
+            f"--seed {generated.seed})\n"
+        )
+    if gate is not None:
+        return EXIT_OK if gate.ok else EXIT_FAILED
+    return EXIT_OK if report["summary"]["failed"] == 0 else EXIT_FAILED
+
+
+class _Generated:
+    """The generated checks of one run (kvconform.differential): N examples, a seed."""
+
+    def __init__(
+        self, examples: int, seed: int, export_dir: Path | None, label: str | None
+    ) -> None:
+        from kvconform.differential import engine
+
+        self.engine = engine
+        self.examples, self.seed, self.export_dir, self.label = examples, seed, export_dir, label
+        self.cases = engine.generated_cases()
+        self.reference = engine.reference_driver()
+
+    def run(self, case: Case, driver: Driver, err: TextIO) -> CaseResult:
+        prop = self.engine.PROPERTIES_BY_ID[case.id]
+        result = self.engine.run_property(
+            prop,
+            driver,
+            examples=self.examples,
+            seed=self.seed,
+            reference=self.reference,
+            export_dir=self.export_dir,
+            label=self.label,
+        )
+        if result.exported is not None:
+            err.write(f"wrote counterexample scenario {result.exported}\n")
+        return self.engine.case_result(result)
+
+
+def _generated_options(args: argparse.Namespace) -> _Generated | None:
+    if args.generated is None:
+        for flag, value in (
+            ("--seed", args.seed),
+            ("--export-counterexamples", args.export_counterexamples),
+        ):
+            if value is not None:
+                raise UsageError(f"{flag} needs --generated N")
+        return None
+    try:
+        import hypothesis  # noqa: F401
+    except ImportError:
+        raise UsageError(
+            "--generated needs Hypothesis: pip install 'kvconform[generated]'"
+        ) from None
+    from kvconform.differential.engine import DEFAULT_SEED, new_seed
+
+    seed = DEFAULT_SEED if args.seed is None else new_seed() if args.seed == "random" else args.seed
+    return _Generated(
+        args.generated, seed, args.export_counterexamples, args.adapter_cmd or args.adapter
+    )
+
+
+def _seed(text: str) -> int | str:
+    """``--seed``: a whole number from 0 to 2^32-1, or ``random``."""
+    if text == "random":
+        return text
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number or 'random', got {text!r}"
+        ) from None
+    if not 0 <= value < 1 << 32:
+        raise argparse.ArgumentTypeError(f"expected 0 .. 4294967295, got {value}")
+    return value
+
+
+def _write_reports(args: argparse.Namespace, report: dict[str, object]) -> None:
+    targets = {"json": args.json, "junit": args.junit, "markdown": args.markdown, "html": args.html}
+    if args.report_dir:
+        args.report_dir.mkdir(parents=True, exist_ok=True)
+        defaults = {
+            "json": "report.json",
+            "junit": "report.xml",
+            "markdown": "summary.md",
+            "html": "report.html",
+        }
+        for kind, name in defaults.items():
+            targets[kind] = targets[kind] or args.report_dir / name
+    writers = {
+        "json": record.write,
+        "junit": junit.write,
+        "markdown": markdown.write,
+        "html": html.write_run,
+    }
+    for kind, path in targets.items():
+        if path is None:
+            continue
+        try:
+            writers[kind](report, path)
+        except OSError as exc:
+            raise UsageError(f"cannot write the {kind} report to {path}: {exc}") from None
+
+
+def _print_summary(
+    report: dict,
+    results: Sequence[CaseResult],
+    args: argparse.Namespace,
+    integrity: manifest.Integrity,
+    out: TextIO,
+) -> None:
+    s, a = report["summary"], report["adapter"]
+    failed = [r for r in results if r.verdict == "failed"]
+    for r in failed[: args.max_failures_shown]:
+        out.write("\n" + r.report() + "\n")
+    if len(failed) > args.max_failures_shown:
+        out.write(
+            f"\n... {len(failed) - args.max_failures_shown} more failure(s); see the reports\n"
+        )
+    out.write(
+        f"\nkvconform {report['suite']['version']} (digest {integrity.digest[:16]}) "
+        f"against {a['name']} {a['version']} ({a['language']})\n"
+    )
+    out.write(
+        f"classes declared: {', '.join(a['classes']) or 'none'}; "
+        f"format writes {a['format']['writes']}, reads {a['format']['reads']}\n"
+    )
+    chosen = [
+        f"{name}: {value}" for name, value in a["options"].items() if value != OPTIONS[name].default
+    ]
+    caps = dict(a["capabilities"])
+    if chosen or caps:
+        out.write(
+            "declared: "
+            + "; ".join(chosen + [f"{k}: {json.dumps(v)}" for k, v in sorted(caps.items())])
+            + " (CONF-6, CONF-7)\n"
+        )
+    out.write("\n")
+    out.write(f"{'class':<12} {'passed':>7} {'failed':>7} {'n/a':>5}\n")
+    for cls, c in s["by_class"].items():
+        out.write(f"{cls:<12} {c['passed']:>7} {c['failed']:>7} {c['not_applicable']:>5}\n")
+    out.write(f"\n{'area':<28} {'passed':>7} {'failed':>7} {'n/a':>5}\n")
+    for area, c in s["by_area"].items():
+        out.write(f"{area:<28} {c['passed']:>7} {c['failed']:>7} {c['not_applicable']:>5}\n")
+    reasons = Counter(r.reason for r in results if r.verdict == "not_applicable")
+    if reasons:
+        out.write("\nnot applicable:\n")
+        for reason, n in reasons.most_common():
+            out.write(f"  {n:>4}  {reason}\n")
+    gate = report.get("gate")
+    if gate:
+        out.write(
+            f"\nexpectations {gate['file']}: {len(gate['expected_failures'])} expected "
+            f"failure(s), {len(gate['unexpected_failures'])} unexpected, "
+            f"{len(gate['stale'])} stale\n"
+        )
+        for case_id in gate["unexpected_failures"]:
+            out.write(f"  unexpected failure: {case_id}\n")
+        for case_id in gate["stale"]:
+            out.write(f"  listed as failing but passes (remove it): {case_id}\n")
+    verdict = "CONFORMANT for the declared classes" if not s["failed"] else "NOT CONFORMANT"
+    split = ""
+    if s["failed"]:
+        by = s["failed_by_basis"]
+        split = (
+            f" ({by['seed']} on the seeds' semantics: safety; "
+            f"{by['decision']} on a decision of the specification: policy)"
+        )
+    out.write(
+        f"\n{s['passed']} passed, {s['failed']} failed{split}, {s['not_applicable']} not "
+        f"applicable of {s['total']} in {report['seconds']:.1f} s: {verdict}\n"
+    )
+
+
+def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        cases = select(suite.all_cases(), args)
+    except SourceError as exc:
+        raise UsageError(str(exc)) from None
+    for case in cases:
+        out.write(f"{case.id:<60} {case.cls:<10} {','.join(case.requires)}\n")
+    out.write(f"{len(cases)} case(s)\n")
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace, err: TextIO) -> int:
+    reports = []
+    for path in args.reports:
+        try:
+            reports.append(record.read(path))
+        except SourceError as exc:
+            raise UsageError(f"{path}: not a kvconform JSON report ({exc})") from None
+    try:
+        html.write_compare(reports, args.output)
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.output}: {exc}") from None
+    err.write(f"wrote {args.output} ({len(reports)} implementations)\n")
+    return EXIT_OK
+
+
+def main(
+    argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        args = _parser().parse_args(argv)
+        if args.command == "run":
+            return cmd_run(args, out, err)
+        if args.command == "list":
+            return cmd_list(args, out)
+        return cmd_compare(args, err)
+    except UsageError as exc:
+        err.write(f"kvconform: error: {exc}\n")
+        return EXIT_USAGE
+    except AdapterStartFailed as exc:
+        err.write(f"kvconform: the adapter could not start: {exc}\n")
+        return EXIT_ADAPTER
+    except KeyboardInterrupt:
+        err.write("kvconform: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

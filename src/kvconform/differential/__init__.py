@@ -1,0 +1,47 @@
+"""Generated differential checks: random programs, the adapter against the reference.
+
+Hand-written scenarios check what their authors thought of. The checks here let
+Hypothesis write the programs instead, run each one on the implementation under
+test and on the reference -- each through a :class:`~..driver.Driver`, the whole
+program at once so it pipelines over stdio -- and compare every observable
+answer under the judging rules of CONF-4:
+
+- validity booleans, lengths, signatures and hash values exactly;
+- errors by kind, field, layer and values (the message is not judged here);
+- ids and plan keys only by relation: each id read is compared with every
+  earlier read of the same kind (equal, smaller, greater), and each plan key
+  with every earlier key (equal or not), so an implementation may number its
+  ids from anywhere in any step.
+
+Three properties (:data:`.properties.PROPERTIES`):
+
+``generated.key-state-machine``
+    models (construct, reload, drop, hooks), caches (append past capacity,
+    truncate past length, clear, replace a layer out of range or of another
+    shape, drop), held plans checked with random per-step inputs, plan-key
+    probes, and id and length reads, with live-handle bookkeeping.
+``generated.hash``
+    mix programs of every kind (NaN payloads, signed zeros, subnormals,
+    infinities, non-ASCII and astral strings, u64 extremes, finish
+    mid-sequence, long repeated bytes); over stdio they travel in one
+    ``hash_batch`` request.
+``generated.verify``
+    coherent blocks with random faults in the payload, the stamp and the
+    expectation, verified, measured and stamped.
+
+A disagreement is shrunk by Hypothesis and can be written out as a ready-to-commit
+scenario file whose expectations are the reference's answers
+(:mod:`kvconform.harness.export`).
+
+Entry points: ``kvconform run --generated N [--seed S] [--export-counterexamples DIR]``,
+:func:`.engine.run_property` from Python, and
+``python -m tests.kill_matrix`` for the kill matrix.
+
+This module imports nothing heavy; :mod:`.engine` and :mod:`.strategies` need
+Hypothesis (the ``test`` extra), :mod:`.compare` does not.
+"""
+
+from __future__ import annotations
+
+#: Case ids of the generated properties, in the order they run.
+PROPERTY_IDS = ("generated.key-state-machine", "generated.hash", "generated.verify")

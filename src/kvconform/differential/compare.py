@@ -1,0 +1,367 @@
+"""Judging an implementation's outcomes against the reference's, operation by operation.
+
+Everything here follows the judging rules of CONF-4: values that are normative
+(validity, lengths, signatures, hash values, errors by kind, field, layer and
+values) are compared exactly; ids and plan keys only by relation. Nothing here
+needs Hypothesis.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from kvconform.harness.checks import _canon, describe, show_error
+from kvconform.protocol import operations as ops
+from kvconform.values import Broken, ErrorValue, Ok, Outcome, Refused, Signature
+
+#: A program is a tuple of operations, run from no handles to none.
+Program = tuple[ops.Op, ...]
+
+#: Reads whose values are compared only by relation, and how: ids by equality and
+#: order (ID-8), plan keys by equality only (PLAN-3 leaves their values free).
+RELATION_READS: dict[type[ops.Op], tuple[str, Literal["order", "equality"]]] = {
+    ops.ModelInstanceId: ("instance id", "order"),
+    ops.CacheAllocId: ("allocation id", "order"),
+    ops.PlanKey: ("plan key", "equality"),
+}
+
+#: Requirements a disagreement at an operation of this type bears on.
+REQUIREMENTS: dict[type[ops.Op], tuple[str, ...]] = {
+    ops.Hash: ("HASH-11",),
+    ops.ModelNew: ("ID-1",),
+    ops.ModelReload: ("ID-6",),
+    ops.ModelSetHook: ("ID-9",),
+    ops.ModelInstanceId: ("ID-2", "ID-3", "ID-6", "ID-9"),
+    ops.CacheNew: ("ALLOC-2",),
+    ops.CacheAppend: ("ALLOC-7", "ALLOC-16"),
+    ops.CacheTruncate: ("ALLOC-5", "ALLOC-15"),
+    ops.CacheClear: ("ALLOC-18",),
+    ops.CacheReplaceLayer: ("ALLOC-4", "ALLOC-9", "ALLOC-17"),
+    ops.CacheAllocId: ("ALLOC-1", "ALLOC-13"),
+    ops.CacheLen: ("ALLOC-5", "ALLOC-15", "ALLOC-16", "ALLOC-11"),
+    ops.PlanKey: ("PLAN-3", "PLAN-16"),
+    ops.SessionNew: ("PLAN-1",),
+    ops.SessionValid: ("PLAN-4",),
+    ops.Drop: ("PLAN-14",),
+    ops.Measure: ("SIG-2", "SIG-9"),
+    ops.Stamp: ("SIG-13",),
+    ops.Verify: ("VERIFY-9",),
+}
+
+#: An id read must never be 0, whatever the numbering (ID-1, ALLOC-1).
+NONZERO_REQUIREMENT: dict[type[ops.Op], str] = {
+    ops.ModelInstanceId: "ID-1",
+    ops.CacheAllocId: "ALLOC-1",
+}
+
+Relation = Literal["equal to", "less than", "greater than", "different from"]
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """The first answer on which the implementation and the reference disagree."""
+
+    #: Index of the operation in the program.
+    index: int
+    expected: str
+    actual: str
+    requires: tuple[str, ...]
+    #: For a relation: the index of the earlier read it is related to, and how the
+    #: reference and the implementation relate the two (``"equal to"``, ``"less than"``, ...).
+    related_to: int | None = None
+    relations: tuple[Relation | None, Relation | None] | None = None
+
+
+class ReferenceBroken(RuntimeError):
+    """The reference could not run a generated program: the generator's fault, not the adapter's."""
+
+
+def relation(a: object, b: object, mode: Literal["order", "equality"]) -> Relation | None:
+    """How ``b`` relates to ``a``; ``None`` when either is not an unsigned integer."""
+    if not (_is_u64(a) and _is_u64(b)):
+        return None
+    if a == b:
+        return "equal to"
+    if mode == "equality":
+        return "different from"
+    return "greater than" if b > a else "less than"
+
+
+def judged(outcome: Outcome) -> str:
+    """An outcome as far as it is judged: an error without its (free) message."""
+    if isinstance(outcome, Refused):
+        f = outcome.fault
+        return show_error(f.kind, f.field, f.layer, f.values)
+    return describe(outcome)
+
+
+def well_formed(program: Sequence[ops.Op]) -> bool:
+    """Whether every handle is used only while live and every toggled hook is declared.
+
+    The generator only writes well-formed programs; shrinking by deleting
+    operations keeps only candidates that still are.
+    """
+    models: dict[str, frozenset[str]] = {}  # live model -> its declared hooks
+    live: dict[str, str] = {}  # live handle -> kind
+    for op in program:
+        if isinstance(op, ops.ModelNew):
+            if op.handle in live:
+                return False
+            live[op.handle] = "model"
+            models[op.handle] = frozenset(h for h, _ in op.spec.hooks)
+        elif isinstance(op, ops.ModelReload):
+            if live.get(op.model) != "model" or op.handle in live:
+                return False
+            live[op.handle] = "model"
+            models[op.handle] = models[op.model]
+        elif isinstance(op, ops.CacheNew):
+            if op.handle in live:
+                return False
+            live[op.handle] = "cache"
+        elif isinstance(op, ops.SessionNew):
+            if live.get(op.model) != "model" or live.get(op.cache) != "cache" or op.handle in live:
+                return False
+            live[op.handle] = "session"
+        elif isinstance(op, ops.Drop):
+            if live.pop(op.handle, None) is None:
+                return False
+        elif isinstance(op, _USES_HANDLES):
+            for name, kind in (("model", "model"), ("cache", "cache"), ("session", "session")):
+                handle = getattr(op, name, None)
+                if handle is not None and live.get(handle) != kind:
+                    return False
+            if isinstance(op, ops.ModelSetHook) and op.hook not in models[op.model]:
+                return False
+    return True
+
+
+def renumber(program: Sequence[ops.Op]) -> Program:
+    """The same program with handles renamed m1, m2, ... c1, ... s1, ... in order of binding.
+
+    Handle names are never judged (CONF-4), so the outcomes stay the same; the
+    shrunk program just reads better without the gaps deleted steps leave.
+    """
+    prefixes = {ops.ModelNew: "m", ops.ModelReload: "m", ops.CacheNew: "c", ops.SessionNew: "s"}
+    counts: dict[str, int] = {}
+    names: dict[str, str] = {}
+    out: list[ops.Op] = []
+    for op in program:
+        changes = {
+            f: names[getattr(op, f)]
+            for f in ("model", "cache", "session")
+            if isinstance(op, (*_USES_HANDLES, ops.ModelReload, ops.SessionNew))
+            and getattr(op, f, None) in names
+        }
+        prefix = prefixes.get(type(op))
+        if prefix is not None:
+            counts[prefix] = counts.get(prefix, 0) + 1
+            names[op.handle] = changes["handle"] = f"{prefix}{counts[prefix]}"  # type: ignore[attr-defined]
+        elif isinstance(op, ops.Drop) and op.handle in names:
+            changes["handle"] = names[op.handle]
+        out.append(dataclasses.replace(op, **changes) if changes else op)
+    return tuple(out)
+
+
+#: Operations whose ``model``, ``cache`` and ``session`` fields name handles
+#: (``measure`` and ``stamp`` have a ``model`` that is a model name, not a handle).
+_USES_HANDLES = (
+    ops.ModelSetHook,
+    ops.ModelInstanceId,
+    ops.CacheAppend,
+    ops.CacheTruncate,
+    ops.CacheClear,
+    ops.CacheReplaceLayer,
+    ops.CacheAllocId,
+    ops.CacheLen,
+    ops.SessionValid,
+)
+
+
+def _is_u64(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 64
+
+
+def typed(value: object) -> object:
+    """``value`` with the type of every scalar in it, so 2 and 2.0 (or 1 and True) differ.
+
+    The wire cannot carry such a difference (a signature field or a count is a
+    JSON integer), but an in-process adapter can return one, and ``==`` hides it.
+    """
+    if isinstance(value, Signature):
+        return ("signature", *(typed(getattr(value, f.name)) for f in dataclasses.fields(value)))
+    if isinstance(value, tuple | list):
+        return (type(value).__name__, *(typed(v) for v in value))
+    return (type(value).__name__, value)
+
+
+def observation(outcome: Outcome) -> object:
+    """What is judged of one outcome when it is not a relation read."""
+    if isinstance(outcome, Ok):
+        return ("ok", typed(outcome.value))
+    if isinstance(outcome, Refused):
+        f = outcome.fault
+        values = _canon(f.values)
+        return (
+            "error",
+            typed(f.kind),
+            typed(f.field),
+            typed(f.layer),
+            tuple(sorted((k, typed(v)) for k, v in values.items())),
+        )
+    return ("broken", outcome.reason)
+
+
+def compare(
+    program: Sequence[ops.Op], expected: Sequence[Outcome], actual: Sequence[Outcome]
+) -> Mismatch | None:
+    """The first disagreement of ``actual`` (the implementation) with ``expected`` (the reference).
+
+    Raises :class:`ReferenceBroken` if the reference failed an operation: such a
+    program is outside the operations' preconditions and judges nothing.
+    """
+    for index, outcome in enumerate(expected):
+        if isinstance(outcome, Broken):
+            op = program[index]
+            raise ReferenceBroken(
+                f"the reference could not run operation {index + 1} ({render_op(op)}): "
+                f"{outcome.reason}"
+            )
+    if len(actual) != len(expected):
+        return Mismatch(
+            min(len(actual), len(expected) - 1) if expected else 0,
+            f"{len(expected)} outcomes",
+            f"{len(actual)} outcomes",
+            ("CONF-3",),
+        )
+    reads: dict[type[ops.Op], list[tuple[int, object, object]]] = {}
+    for index, (op, ref, got) in enumerate(zip(program, expected, actual, strict=True)):
+        requires = REQUIREMENTS.get(type(op), ())
+        kind = RELATION_READS.get(type(op))
+        if kind is not None and isinstance(ref, Ok) and isinstance(got, Ok):
+            label, mode = kind
+            if relation(got.value, got.value, mode) is None:
+                return Mismatch(
+                    index, f"{_article(label)} (an unsigned 64-bit integer)", judged(got), requires
+                )
+            if mode == "order" and got.value == 0:  # the one constant ids are judged against
+                return Mismatch(
+                    index, f"a non-zero {label}", f"the {label} 0", (NONZERO_REQUIREMENT[type(op)],)
+                )
+            earlier = reads.setdefault(type(op), [])
+            for before, ref_before, got_before in earlier:
+                want = relation(ref_before, ref.value, mode)
+                have = relation(got_before, got.value, mode)
+                if want != have:
+                    return Mismatch(
+                        index,
+                        f"the {label} of operation {index + 1} {want} "
+                        f"the {label} of operation {before + 1}",
+                        f"the {label} of operation {index + 1} {have} "
+                        f"the {label} of operation {before + 1}",
+                        requires,
+                        related_to=before,
+                        relations=(want, have),
+                    )
+            earlier.append((index, ref.value, got.value))
+            continue
+        if kind is not None and isinstance(ref, Ok):
+            return Mismatch(index, f"success: {_article(kind[0])}", judged(got), requires)
+        if observation(ref) != observation(got):
+            return Mismatch(index, judged(ref), judged(got), requires)
+    return None
+
+
+# Rendering ---------------------------------------------------------------------
+
+
+def render_op(op: ops.Op, limit: int = 160) -> str:
+    """One line for an operation, from its wire form: ``cache_append(cache=c1, tokens=3)``."""
+    wire = ops.to_wire(op)
+    wire.pop("op")
+    parts = [f"{name}={_compact(value)}" for name, value in wire.items()]
+    text = f"{op.name}({', '.join(parts)})"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _compact(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _article(noun: str) -> str:
+    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
+
+
+def relation_labels(program: Sequence[ops.Op], outcomes: Sequence[Outcome]) -> dict[int, str]:
+    """A label for each relation read that shows its relations and hides its number.
+
+    Ids are numbered by rank among the program's ids of their kind (#1 is the
+    smallest); plan keys are lettered by first appearance (equal keys, equal letters).
+    """
+    values: dict[type[ops.Op], list[tuple[int, int]]] = {}
+    for index, (op, outcome) in enumerate(zip(program, outcomes, strict=False)):
+        if type(op) in RELATION_READS and isinstance(outcome, Ok) and _is_u64(outcome.value):
+            values.setdefault(type(op), []).append((index, outcome.value))  # type: ignore[arg-type]
+    labels: dict[int, str] = {}
+    for kind, reads in values.items():
+        noun, mode = RELATION_READS[kind]
+        if mode == "order":
+            rank = {v: n for n, v in enumerate(sorted({v for _, v in reads}), start=1)}
+            for index, value in reads:
+                labels[index] = f"{noun} 0 (zero)" if value == 0 else f"{noun} #{rank[value]}"
+        else:
+            letters: dict[int, str] = {}
+            for index, value in reads:
+                letters.setdefault(value, _letters(len(letters)))
+                labels[index] = f"{noun} {letters[value]}"
+    return labels
+
+
+def _letters(n: int) -> str:
+    text = ""
+    n += 1
+    while n:
+        n, rest = divmod(n - 1, 26)
+        text = chr(ord("A") + rest) + text
+    return text
+
+
+def render_outcome(op: ops.Op, outcome: Outcome, label: str | None = None) -> str:
+    """An outcome as the listing shows it; a relation read shows its label, not its number."""
+    if type(op) in RELATION_READS and isinstance(outcome, Ok):
+        return label or _article(RELATION_READS[type(op)][0])
+    return judged(outcome)
+
+
+def render_program(
+    program: Sequence[ops.Op],
+    expected: Sequence[Outcome],
+    actual: Sequence[Outcome] | None = None,
+    mismatch: Mismatch | None = None,
+) -> str:
+    """A numbered listing: each operation, the reference's answer, and where they part."""
+    want = relation_labels(program, expected)
+    have = relation_labels(program, actual) if actual is not None else {}
+    lines = []
+    for index, op in enumerate(program):
+        answer = render_outcome(op, expected[index], want.get(index))
+        line = f"{index + 1:>3}. {render_op(op)} -> {answer}"
+        if mismatch is not None and index == mismatch.index and actual is not None:
+            got = actual[index] if index < len(actual) else None
+            shown = "nothing" if got is None else render_outcome(op, got, have.get(index))
+            line += f"   <-- the implementation: {shown}"
+            if mismatch.related_to is not None:
+                before = mismatch.related_to
+                line += f" (and {have.get(before, '?')} at operation {before + 1})"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def error_parts(values: Mapping[str, ErrorValue]) -> dict[str, object]:
+    """Error values in their data form (lists for tuples), for scenario files and reports."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}

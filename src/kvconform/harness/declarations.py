@@ -1,0 +1,236 @@
+"""Judging an implementation by what it declares: options and capabilities (CONF-6, CONF-7).
+
+An *option* is a decision of this specification with more than one safe
+answer (spec/README.md, Decisions); an implementation declares its answer and
+is judged by it. A *capability* is something an implementation may
+legitimately not expose or not represent: the raw byte fold (HASH-14), dtype
+names outside its own element-type enum (SIG-14), arbitrary named key
+parameters (PLAN-17).
+
+Two things follow from a declaration, and both live here:
+
+- whether a case applies at all (:func:`option_not_declared`,
+  :func:`capability_missing`), with the reason shown to the user;
+- how an applicable case's expectations read for this implementation
+  (:func:`adapt`): a hash program written with raw bytes re-expressed as the
+  u64 mixes that fold the same bytes; a replacement layer's first differing
+  field taken in the declared order; a stamp whose dtype the reader cannot hold
+  refused as ``unrepresentable`` at its place in the check order (VERIFY-9).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from kvconform.harness.checks import ErrorIs, OutcomeCheck, ShapeMismatchIs
+from kvconform.harness.scenario import Case
+from kvconform.protocol import operations as ops
+from kvconform.values import AdapterInfo, MixOp, ModelSpec
+
+#: Above this many u64 mixes a raw-bytes program is not re-expressed (a 1 MiB
+#: fold would become 131,072 mixes); the case is then not applicable instead.
+_MAX_REEXPRESSED = 4096
+
+
+def option_not_declared(case: Case, info: AdapterInfo) -> str | None:
+    """The case assumes an answer to an option that the implementation answers otherwise."""
+    for name, value in case.options:
+        declared = info.option(name)
+        if declared != value:
+            return f"assumes {name}: {value}; {info.name} declares {name}: {declared} (CONF-6)"
+    return None
+
+
+def capability_missing(case: Case, info: AdapterInfo) -> str | None:
+    """The case needs something the implementation declares it does not expose (CONF-7)."""
+    for op in case.program:
+        if isinstance(op, ops.Hash) and not info.raw_fold and _reexpressed(op.program) is None:
+            return (
+                f"folds raw bytes that no u64 or string mix can express; {info.name} "
+                "does not expose the raw fold (capabilities.raw_fold: false, HASH-14)"
+            )
+        spec = _model_spec(op)
+        if spec is not None and info.key_schema is not None:
+            reason = outside_schema(spec, info.key_schema, info.name)
+            if reason:
+                return reason
+        if (
+            isinstance(op, ops.Verify)
+            and info.dtypes is not None
+            and op.expected.dtype not in info.dtypes
+        ):
+            return (
+                f"the reader's expectation has dtype {op.expected.dtype!r}, which {info.name} "
+                f"cannot represent (capabilities.dtypes: {sorted(info.dtypes)}, SIG-14)"
+            )
+        too_wide = _too_wide_for_reader(op, info)
+        if too_wide:
+            return (
+                f"{too_wide} does not fit the {info.uint_bits}-bit counts {info.name} holds "
+                "(capabilities.uint_bits, SIG-14)"
+            )
+    return None
+
+
+def _too_wide_for_reader(op: ops.Op, info: AdapterInfo) -> str | None:
+    """A count the reader cannot hold, outside the stamp (where it is refused instead)."""
+    if info.uint_bits >= 64:
+        return None
+    limit = (1 << info.uint_bits) - 1
+    payload = op.payload if isinstance(op, ops.Measure | ops.Stamp | ops.Verify) else ()
+    for index, layer in enumerate(payload):
+        for name in ("n_kv_heads", "head_dim", "seq_len", "k_len", "v_len"):
+            if getattr(layer, name) > limit:
+                return f"the payload's layer {index} {name} {getattr(layer, name)}"
+    if isinstance(op, ops.Verify):
+        for name in _COUNT_FIELDS:
+            if getattr(op.expected, name) > limit:
+                return f"the reader's expected {name} {getattr(op.expected, name)}"
+    return None
+
+
+def adapt(case: Case, info: AdapterInfo) -> Case:
+    """The case as it reads for an implementation with these declarations."""
+    program = list(case.program)
+    checks = list(case.checks)
+    changed = False
+    for index, op in enumerate(program):
+        if isinstance(op, ops.Hash) and not info.raw_fold:
+            mixes = _reexpressed(op.program)
+            if mixes is not None and mixes != op.program:
+                program[index] = ops.Hash(program=mixes)
+                changed = True
+    for position, check in enumerate(checks):
+        if not isinstance(check, OutcomeCheck):
+            continue
+        expect = check.expect
+        if isinstance(expect, ShapeMismatchIs):
+            order = tuple(info.option("replace_layer_order").split(","))
+            checks[position] = replace(check, expect=expect.in_order(order))
+            changed = True
+        op = program[check.op_index]
+        if isinstance(op, ops.Verify) and (info.dtypes is not None or info.uint_bits < 64):
+            refusal = unrepresentable(op, info)
+            if refusal is not None and _before_coherence(expect, op, info):
+                checks[position] = replace(check, expect=refusal)
+                changed = True
+    if not changed:
+        return case
+    return replace(case, program=tuple(program), checks=tuple(checks))
+
+
+# -- raw fold (HASH-14) ----------------------------------------------------------
+
+
+def _reexpressed(program: tuple[MixOp, ...]) -> tuple[MixOp, ...] | None:
+    """The same byte stream with every raw ``bytes`` op written as u64 mixes, or ``None``.
+
+    A u64 mix folds its eight little-endian bytes (HASH-4), so raw bytes whose
+    length is a multiple of eight fold identically as u64 mixes; other lengths
+    have no public form.
+    """
+    out: list[MixOp] = []
+    for mix in program:
+        mixes = as_u64_mixes(mix, _MAX_REEXPRESSED - len(out))
+        if mixes is None:
+            return None
+        out.extend(mixes)
+    return tuple(out)
+
+
+def as_u64_mixes(mix: MixOp, limit: int = _MAX_REEXPRESSED) -> tuple[MixOp, ...] | None:
+    """``mix`` without the raw fold: a ``bytes`` op as the u64 mixes folding the same bytes.
+
+    ``None`` when no public mix folds those bytes (a length that is not a
+    multiple of eight) or when it would take more than ``limit`` mixes.
+    """
+    if mix.kind != "bytes":
+        return (mix,)
+    assert isinstance(mix.value, bytes)
+    data = mix.value * mix.repeat
+    if len(data) % 8 or len(data) // 8 > limit:
+        return None
+    return tuple(
+        MixOp("u64", int.from_bytes(data[i : i + 8], "little")) for i in range(0, len(data), 8)
+    )
+
+
+# -- fixed per-family key schema (PLAN-17) ----------------------------------------
+
+
+def _model_spec(op: ops.Op) -> ModelSpec | None:
+    if isinstance(op, ops.ModelNew):
+        return op.spec
+    if isinstance(op, ops.PlanKey):
+        return op.identity.model
+    return None
+
+
+def _type_of(value: object) -> str:
+    if isinstance(value, str):
+        return "str"
+    return "f64" if isinstance(value, float) else "u64"
+
+
+def outside_schema(
+    spec: ModelSpec, schema: Mapping[str, Mapping[str, str]], name: str
+) -> str | None:
+    """Why ``spec`` cannot be keyed by the fixed schema ``name`` declares (PLAN-17), or ``None``."""
+    fields = schema.get(spec.family)
+    if fields is None:
+        return (
+            f"uses the model family {spec.family!r}, which {name}'s fixed key schema "
+            "does not have (capabilities.key_schema, PLAN-17)"
+        )
+    for param, value in spec.params:
+        if fields.get(param) != _type_of(value):
+            return (
+                f"uses the {spec.family} parameter {param!r} as {_type_of(value)}, which "
+                f"{name}'s fixed key schema does not key that way (PLAN-17)"
+            )
+    for hook, _ in spec.hooks:
+        if fields.get(hook) != "hook":
+            return (
+                f"uses the {spec.family} hook {hook!r}, which {name}'s fixed key "
+                "schema does not have (PLAN-17)"
+            )
+    return None
+
+
+# -- dtype names a reader cannot hold (SIG-14, VERIFY-9) ---------------------------
+
+
+#: The stamp's count fields, in the comparison order of SIG-1.
+_COUNT_FIELDS = ("n_layers", "n_kv_heads", "head_dim", "tokens")
+
+
+def unrepresentable(op: ops.Verify, info: AdapterInfo) -> ErrorIs | None:
+    """The refusal a reader owes a stamp it cannot hold (VERIFY-9, ERR-9), or ``None``.
+
+    The first such field in the field order of SIG-1 is the one reported.
+    """
+    recorded = op.recorded
+    if recorded is None:
+        return None
+    limit = (1 << info.uint_bits) - 1
+    for name in ("n_layers", "n_kv_heads", "head_dim", "dtype", "tokens"):
+        value = getattr(recorded, name)
+        if name == "dtype":
+            if info.dtypes is not None and value not in info.dtypes:
+                return ErrorIs("unrepresentable", "dtype", None, {"found": value})
+        elif value > limit:
+            return ErrorIs("unrepresentable", name, None, {"found": value})
+    return None
+
+
+def _before_coherence(expect: object, op: ops.Verify, info: AdapterInfo) -> bool:
+    """Whether the representability check comes first for this block (VERIFY-9).
+
+    It runs after the marked and format-version checks: an unreadable version
+    stays ``unsupported_format``, whatever the stamp's dtype.
+    """
+    assert op.recorded is not None
+    return op.recorded.format_version in info.format_reads and not (
+        isinstance(expect, ErrorIs) and expect.kind == "unsupported_format"
+    )

@@ -1,0 +1,613 @@
+"""Counterexamples as scenario files: a shrunk generated program, replayable by any runner.
+
+A counterexample found by the generated checks (:mod:`.generated`) is a program
+of operations and the reference's outcome for each. :func:`scenario_document`
+writes it as a scenario (format ``scenarios/1``) whose steps replay the program
+and whose expectations are the reference's answers:
+
+- a validity check expects ``valid`` or ``invalid``; a length read expects its value;
+- a refused operation expects the reference's error with every part
+  (``expect_error``: kind, field, layer, values);
+- an id read binds a name, and relations close the scenario: ``same`` for ids
+  the reference gave equal, ``increasing`` over the distinct ones in the
+  reference's order (so the reference's order type is asserted and nothing
+  else, CONF-4); plan keys get ``same`` and ``differ``;
+- a measured, stamped or verified signature is a ``signature`` definition the
+  step expects; payloads are ``payload`` definitions;
+- hash programs expect the reference's values.
+
+So the file passes on the reference and fails on the implementation that
+produced the counterexample. Nothing here needs Hypothesis.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+from kvconform.differential.compare import Mismatch, error_parts
+from kvconform.protocol import operations as ops
+from kvconform.values import (
+    OPTION_DECISIONS,
+    Fault,
+    LayerDesc,
+    MixOp,
+    ModelSpec,
+    Ok,
+    Outcome,
+    Param,
+    Payload,
+    Refused,
+    Signature,
+)
+
+SCENARIO_FORMAT = "scenarios/1"
+
+#: Error kinds whose field the kind implies; their ``expect_error`` carries no ``field``.
+_IMPLIED_FIELDS = {"unsupported_format": "format_version", "capacity_exceeded": "max_seq_len"}
+#: The requirement a scenario of a class cites when the disagreement names none.
+_CLASS_REQUIREMENT = {
+    "hash": "HASH-11",
+    "identity": "ALLOC-13",
+    "plan": "PLAN-4",
+    "signature": "SIG-2",
+    "verify": "VERIFY-9",
+}
+
+
+class CounterexampleLike(Protocol):
+    """What the exporter needs of a counterexample (:class:`.generated.engine.Counterexample`)."""
+
+    property_id: str
+    program: tuple[ops.Op, ...]
+    expected: tuple[Outcome, ...]
+    mismatch: Mismatch
+
+
+class ExportError(ValueError):
+    """A program that cannot be written as a scenario (it has no reference answer to expect)."""
+
+
+class _Flow(dict):  # type: ignore[type-arg]
+    """A mapping written in flow style: one step on one line."""
+
+
+class _FlowList(list):  # type: ignore[type-arg]
+    """A list written in flow style."""
+
+
+class _Dumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _represent_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    """Plain or quoted as PyYAML likes, unless a character could be lost: line and
+    paragraph separators, NEL, a BOM, controls and other non-printables are written
+    escaped in double quotes (a quoted scalar folds a raw line break on reading)."""
+    style = None if text.isprintable() and "\ufeff" not in text else '"'
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+_Dumper.add_representer(
+    _Flow, lambda d, data: d.represent_mapping("tag:yaml.org,2002:map", data.items(), True)
+)
+_Dumper.add_representer(
+    _FlowList, lambda d, data: d.represent_sequence("tag:yaml.org,2002:seq", data, True)
+)
+
+
+@dataclass(frozen=True)
+class Exported:
+    """A scenario document and where the disagreeing operation landed in it."""
+
+    document: dict[str, Any]
+    scenario_id: str
+    area: str
+    #: The step (1-based) that replays the operation the implementation got wrong.
+    step: int
+
+
+def scenario_document(
+    cx: CounterexampleLike,
+    *,
+    seed: int | None = None,
+    examples: int | None = None,
+    adapter: str = "the implementation",
+) -> Exported:
+    """The scenario file that replays ``cx`` and expects the reference's answers."""
+    builder = _Steps()
+    step_of: dict[int, int] = {}
+    for index, (op, outcome) in enumerate(zip(cx.program, cx.expected, strict=True)):
+        builder.add(index, op, outcome)
+        step_of[index] = len(builder.steps)
+    builder.close_relations()
+    cls = _class_of(cx.program)
+    area = _area_of(cls, cx.program)
+    body = json.dumps(builder.steps, sort_keys=True, ensure_ascii=False, default=str)
+    digest = hashlib.sha256(body.encode("utf-8")).hexdigest()[:10]
+    scenario_id = f"{area}.generated.{digest}"
+    mismatch = cx.mismatch
+    step = step_of.get(mismatch.index, len(builder.steps))
+    verb = next(iter(builder.steps[step - 1]))
+    requires = _known_requirements(mismatch.requires) or [_CLASS_REQUIREMENT[cls]]
+    origin = (
+        f"{cx.property_id}"
+        + (f", seed {seed}" if seed is not None else "")
+        + (f", {examples} examples" if examples is not None else "")
+    )
+    if mismatch.related_to is not None and mismatch.relations is not None:
+        this, other = builder.names.get(mismatch.index), builder.names.get(mismatch.related_to)
+        want, have = mismatch.relations
+        what = (
+            f"the reference gives {this} {want} {other}; {adapter} gives {this} "
+            f"{have or 'no comparable value'} {other}"
+        )
+    else:
+        what = f"the reference answers {mismatch.expected}; {adapter} answered {mismatch.actual}"
+    why = (
+        f"Found by the generated differential check {origin} against {adapter}, and shrunk: "
+        f"at step {step} ({verb}) {what}. Every expectation here is the reference's answer."
+    )
+    decisions = sorted({OPTION_DECISIONS[r] for r in requires if r in OPTION_DECISIONS})
+    scenario = {
+        "id": scenario_id,
+        "title": f"Generated counterexample: {adapter} disagrees with the reference at step "
+        f"{step} ({verb})",
+        "class": cls,
+        # A generated check compares with the reference under the implementation's own
+        # declarations, so its verdict rests on the seeds unless a requirement it bears
+        # on states one of this specification's decisions (CONF-8).
+        "basis": _FlowList(decisions) if decisions else "seed",
+        "requires": _FlowList(requires),
+        "why": why,
+        "steps": builder.steps,
+    }
+    document = {
+        "kvconform": SCENARIO_FORMAT,
+        "area": area,
+        "description": "A shrunk counterexample of the generated checks, exported as a "
+        "regression scenario.",
+        "scenarios": [scenario],
+    }
+    return Exported(document, scenario_id, area, step)
+
+
+def dump(exported: Exported, header: str = "") -> str:
+    """The scenario file's text."""
+    text = yaml.dump(
+        exported.document,
+        Dumper=_Dumper,
+        sort_keys=False,
+        allow_unicode=True,
+        width=160,
+        default_flow_style=False,
+    )
+    comment = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
+    return comment + text
+
+
+def write_counterexample(
+    cx: CounterexampleLike,
+    directory: Path,
+    *,
+    seed: int | None = None,
+    examples: int | None = None,
+    adapter: str = "the implementation",
+) -> Path:
+    """Write ``cx`` as ``DIRECTORY/<scenario id>.yaml``; return the path."""
+    exported = scenario_document(cx, seed=seed, examples=examples, adapter=adapter)
+    reproduce = (
+        f"kvconform run --generated {examples} --seed {seed} --id {cx.property_id}"
+        if seed is not None and examples is not None
+        else ""
+    )
+    header = (
+        f"Exported by kvconform's generated checks ({cx.property_id}) from a counterexample\n"
+        f"against {adapter}; expectations are the reference's answers.\n"
+        + (f"Found by: {reproduce}\n" if reproduce else "")
+        + f"To keep it: review id, title and why, move it to conformance/scenarios/"
+        f"{exported.area}/,\nand refresh the manifest (python -m kvconform.harness.manifest)."
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{exported.scenario_id}.yaml"
+    path.write_text(dump(exported, header), encoding="utf-8")
+    return path
+
+
+# Steps ---------------------------------------------------------------------------
+
+
+class _Steps:
+    def __init__(self) -> None:
+        self.steps: list[dict[str, Any]] = []
+        self.payloads: dict[Payload, str] = {}
+        self.signatures: dict[Signature, str] = {}
+        #: Relation reads: table -> [(value name, the reference's value)].
+        self.reads: dict[str, list[tuple[str, int]]] = {}
+        #: The value name bound by each relation read, by operation index.
+        self.names: dict[int, str] = {}
+        self.reads_last_name = ""
+
+    def step(self, verb: str, args: Any) -> None:
+        self.steps.append({verb: _Flow(args) if isinstance(args, dict) else args})
+
+    def add(self, index: int, op: ops.Op, outcome: Outcome) -> None:
+        number = index + 1
+        if not isinstance(outcome, Ok | Refused):
+            raise ExportError(f"operation {number} ({op.name}) has no reference answer")
+        fault = outcome.fault if isinstance(outcome, Refused) else None
+        value = outcome.value if isinstance(outcome, Ok) else None
+        if fault is not None and not isinstance(
+            op, ops.CacheAppend | ops.CacheReplaceLayer | ops.Measure | ops.Stamp | ops.Verify
+        ):
+            raise ExportError(f"operation {number} ({op.name}) was refused; no verb expects that")
+        handler = getattr(self, f"_{type(op).__name__}")
+        handler(number, op, value, fault)
+        if type(op) in (ops.ModelInstanceId, ops.CacheAllocId, ops.PlanKey):
+            self.names[index] = self.reads_last_name
+
+    # identity
+
+    def _ModelNew(self, n: int, op: ops.ModelNew, value: object, fault: Fault | None) -> None:
+        self.step("new_model", {"as": op.handle, **_model(op.spec)})
+
+    def _ModelReload(self, n: int, op: ops.ModelReload, value: object, fault: Fault | None) -> None:
+        self.step("reload_model", {"model": op.model, "as": op.handle})
+
+    def _ModelSetHook(
+        self, n: int, op: ops.ModelSetHook, value: object, fault: Fault | None
+    ) -> None:
+        self.step("set_hook", {"model": op.model, "hook": op.hook, "present": op.present})
+
+    def _ModelInstanceId(
+        self, n: int, op: ops.ModelInstanceId, value: object, fault: Fault | None
+    ) -> None:
+        name = f"instance_{n}"
+        self.step("instance_id", {"model": op.model, "as": name})
+        self._read("instance", name, value)
+
+    def _CacheNew(self, n: int, op: ops.CacheNew, value: object, fault: Fault | None) -> None:
+        g = op.geometry
+        self.step(
+            "new_cache",
+            {
+                "as": op.handle,
+                "n_layers": g.n_layers,
+                "n_kv_heads": g.n_kv_heads,
+                "head_dim": g.head_dim,
+                "max_seq_len": g.max_seq_len,
+                "dtype": g.dtype,
+            },
+        )
+
+    def _CacheAppend(self, n: int, op: ops.CacheAppend, value: object, fault: Fault | None) -> None:
+        args: dict[str, Any] = {"cache": op.cache, "tokens": op.tokens}
+        if fault is not None:
+            args["expect_error"] = _error(fault)
+        self.step("append", args)
+
+    def _CacheTruncate(
+        self, n: int, op: ops.CacheTruncate, value: object, fault: Fault | None
+    ) -> None:
+        self.step("truncate", {"cache": op.cache, "to": op.length})
+
+    def _CacheClear(self, n: int, op: ops.CacheClear, value: object, fault: Fault | None) -> None:
+        self.step("clear", {"cache": op.cache})
+
+    def _CacheReplaceLayer(
+        self, n: int, op: ops.CacheReplaceLayer, value: object, fault: Fault | None
+    ) -> None:
+        args: dict[str, Any] = {"cache": op.cache, "layer": op.layer}
+        for name in ("n_kv_heads", "head_dim", "max_seq_len"):
+            if getattr(op, name) is not None:
+                args[name] = getattr(op, name)
+        if fault is not None:
+            args["expect_error"] = _error(fault)
+        self.step("replace_layer", args)
+
+    def _CacheAllocId(
+        self, n: int, op: ops.CacheAllocId, value: object, fault: Fault | None
+    ) -> None:
+        name = f"alloc_{n}"
+        self.step("alloc_id", {"cache": op.cache, "as": name})
+        self._read("alloc", name, value)
+
+    def _CacheLen(self, n: int, op: ops.CacheLen, value: object, fault: Fault | None) -> None:
+        self.step("cache_len", {"cache": op.cache, "expect": value})
+
+    def _Drop(self, n: int, op: ops.Drop, value: object, fault: Fault | None) -> None:
+        self.step("drop", op.handle)
+
+    # plan
+
+    def _SessionNew(self, n: int, op: ops.SessionNew, value: object, fault: Fault | None) -> None:
+        self.step(
+            "new_session",
+            {"as": op.handle, "model": op.model, "cache": op.cache, "step_tokens": op.step_tokens},
+        )
+
+    def _SessionValid(
+        self, n: int, op: ops.SessionValid, value: object, fault: Fault | None
+    ) -> None:
+        s = op.step
+        step = {
+            "token_ids": list(s.token_ids),
+            "write_offset": s.write_offset,
+            "rope": {"theta": s.rope_theta, "scaling": s.rope_scaling},
+            "mask": list(s.mask),
+        }
+        self.step(
+            "check",
+            {
+                "session": op.session,
+                "model": op.model,
+                "cache": op.cache,
+                "step": step,
+                "expect": "valid" if value is True else "invalid",
+            },
+        )
+
+    def _PlanKey(self, n: int, op: ops.PlanKey, value: object, fault: Fault | None) -> None:
+        i, g = op.identity, op.identity.geometry
+        name = f"key_{n}"
+        self.step(
+            "plan_key",
+            {
+                "as": name,
+                **_model(i.model),
+                "instance": i.instance,
+                "alloc": i.alloc,
+                "n_layers": g.n_layers,
+                "n_kv_heads": g.n_kv_heads,
+                "head_dim": g.head_dim,
+                "max_seq_len": g.max_seq_len,
+                "dtype": g.dtype,
+                "step_tokens": i.step_tokens,
+            },
+        )
+        self._read("key", name, value)
+
+    # hash
+
+    def _Hash(self, n: int, op: ops.Hash, value: object, fault: Fault | None) -> None:
+        assert isinstance(value, tuple)
+        self.step(
+            "hash", {"ops": [_mix(m) for m in op.program], "expect": [f"0x{v:016x}" for v in value]}
+        )
+
+    # signature and verify
+
+    def _Measure(self, n: int, op: ops.Measure, value: object, fault: Fault | None) -> None:
+        self._measuring("measure", op.model, op.payload, value, fault)
+
+    def _Stamp(self, n: int, op: ops.Stamp, value: object, fault: Fault | None) -> None:
+        self._measuring("stamp", op.model, op.payload, value, fault)
+
+    def _measuring(
+        self, verb: str, model: str, payload: Payload, value: object, fault: Fault | None
+    ) -> None:
+        args: dict[str, Any] = {"model": model, "payload": self._payload(payload)}
+        args.update(self._result(value, fault))
+        self.step(verb, args)
+
+    def _Verify(self, n: int, op: ops.Verify, value: object, fault: Fault | None) -> None:
+        args: dict[str, Any] = {
+            "recorded": None if op.recorded is None else self._signature(op.recorded),
+            "payload": self._payload(op.payload),
+            "expected": self._signature(op.expected),
+        }
+        args.update(self._result(value, fault))
+        self.step("verify", args)
+
+    def _result(self, value: object, fault: Fault | None) -> dict[str, Any]:
+        if fault is not None:
+            return {"expect_error": _error(fault)}
+        assert isinstance(value, Signature)
+        return {"expect": self._signature(value)}
+
+    def _signature(self, sig: Signature) -> str:
+        name = self.signatures.get(sig)
+        if name is None:
+            name = self.signatures[sig] = f"signature_{len(self.signatures) + 1}"
+            self.step(
+                "signature",
+                {
+                    "as": name,
+                    "format_version": sig.format_version,
+                    "model": sig.model,
+                    "n_layers": sig.n_layers,
+                    "n_kv_heads": sig.n_kv_heads,
+                    "head_dim": sig.head_dim,
+                    "dtype": sig.dtype,
+                    "tokens": sig.tokens,
+                },
+            )
+        return name
+
+    def _payload(self, payload: Payload) -> str:
+        name = self.payloads.get(payload)
+        if name is None:
+            name = self.payloads[payload] = f"payload_{len(self.payloads) + 1}"
+            self.step("payload", {"as": name, **payload_args(payload)})
+        return name
+
+    # relations
+
+    def _read(self, table: str, name: str, value: object) -> None:
+        assert isinstance(value, int)
+        self.reads.setdefault(table, []).append((name, value))
+        self.reads_last_name = name
+
+    def close_relations(self) -> None:
+        for table in ("instance", "alloc", "key"):
+            reads = self.reads.get(table, [])
+            classes: dict[int, list[str]] = {}
+            for name, value in reads:
+                classes.setdefault(value, []).append(name)
+            for names in classes.values():
+                if len(names) > 1:
+                    self.step("same", _FlowList(names))
+            representatives = [classes[v][0] for v in sorted(classes)]
+            if len(representatives) > 1:
+                relation = "differ" if table == "key" else "increasing"
+                if table == "key":
+                    representatives = [names[0] for names in classes.values()]
+                self.step(relation, _FlowList(representatives))
+
+
+def _model(spec: ModelSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {"family": spec.family}
+    if spec.params:
+        out["params"] = {name: param(value) for name, value in spec.params}
+    if spec.hooks:
+        out["hooks"] = dict(spec.hooks)
+    return out
+
+
+#: Strings a YAML reader could take for a number (the compiler asks for them tagged).
+_NUMBERLIKE = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|[-+]?(inf|nan)", re.IGNORECASE)
+
+
+def param(value: Param) -> Any:
+    """A structural parameter as a scenario writes it, so that it reads back the same:
+    a float whose bits YAML would not keep (a NaN payload) by its bit pattern, a
+    string that reads like a number tagged ``{str: ...}``."""
+    if isinstance(value, float):
+        bits = int.from_bytes(struct.pack("<d", value), "little")
+        back = yaml.safe_load(yaml.dump(value, Dumper=_Dumper))
+        if isinstance(back, float) and struct.pack("<d", back) == struct.pack("<d", value):
+            return value
+        return {"f64": f"0x{bits:016x}"}
+    if isinstance(value, str) and _NUMBERLIKE.fullmatch(value.strip()):
+        return {"str": value}
+    return value
+
+
+def _mix(op: MixOp) -> dict[str, Any]:
+    if op.kind == "bytes":
+        assert isinstance(op.value, bytes)
+        out: dict[str, Any] = {"op": "bytes", "hex": op.value.hex()}
+        if op.repeat != 1:
+            out["repeat"] = op.repeat
+        return out
+    if op.kind == "f64":
+        assert isinstance(op.value, int)
+        return {"op": "f64", "bits": f"0x{op.value:016x}"}
+    if op.kind == "finish":
+        return {"op": "finish"}
+    return {"op": op.kind, "value": op.value}
+
+
+def _error(fault: Fault) -> dict[str, Any]:
+    """``expect_error`` with every part the kind carries (ERR-2)."""
+    out: dict[str, Any] = {"kind": fault.kind}
+    if fault.field is not None and fault.kind not in _IMPLIED_FIELDS:
+        out["field"] = fault.field
+    if fault.layer is not None:
+        out["layer"] = fault.layer
+    out.update(error_parts(fault.values))
+    return out
+
+
+# Payloads -----------------------------------------------------------------------
+
+
+def _layer(n_kv_heads: int, head_dim: int, tokens: int) -> LayerDesc:
+    size = n_kv_heads * head_dim * tokens
+    return LayerDesc(n_kv_heads, head_dim, tokens, size, size)
+
+
+def _apply(current: LayerDesc, override: Mapping[str, int]) -> LayerDesc:
+    """What the scenario compiler makes of one ``layers`` override (conformance/README.md)."""
+    per_token = current.n_kv_heads * current.head_dim
+    tokens = current.k_len // per_token if per_token else 0
+    if any(name in override for name in ("n_kv_heads", "head_dim", "tokens")):
+        current = _layer(
+            override.get("n_kv_heads", current.n_kv_heads),
+            override.get("head_dim", current.head_dim),
+            override.get("tokens", tokens),
+        )
+    claims = {k: override[k] for k in ("seq_len", "k_len", "v_len") if k in override}
+    return replace(current, **claims)
+
+
+def _override(index: int, layer: LayerDesc, base: LayerDesc) -> dict[str, int]:
+    """The shortest ``layers`` entry that turns ``base`` into ``layer``."""
+    shape = {
+        name: getattr(layer, name)
+        for name in ("n_kv_heads", "head_dim")
+        if getattr(layer, name) != getattr(base, name)
+    }
+    best: dict[str, int] | None = None
+    for candidate in ({**shape, "tokens": layer.seq_len}, shape):
+        made = _apply(base, candidate)
+        full = {
+            **candidate,
+            **{
+                k: getattr(layer, k)
+                for k in ("seq_len", "k_len", "v_len")
+                if getattr(layer, k) != getattr(made, k)
+            },
+        }
+        if _apply(base, full) == layer and (best is None or len(full) < len(best)):
+            best = full
+    assert best is not None
+    return {"layer": index, **best}
+
+
+def payload_args(payload: Sequence[LayerDesc]) -> dict[str, Any]:
+    """``payload`` verb arguments that describe exactly these layers."""
+    if not payload:
+        return {"n_layers": 0, "n_kv_heads": 1, "head_dim": 1, "tokens": 0}
+    first = payload[0]
+    base = _layer(first.n_kv_heads, first.head_dim, first.seq_len)
+    if base != first:
+        per_token = first.n_kv_heads * first.head_dim
+        tokens = first.k_len // per_token if per_token else 0
+        base = _layer(first.n_kv_heads, first.head_dim, tokens)
+    args: dict[str, Any] = {
+        "n_layers": len(payload),
+        "n_kv_heads": base.n_kv_heads,
+        "head_dim": base.head_dim,
+        "tokens": base.seq_len,
+    }
+    overrides = [_override(i, layer, base) for i, layer in enumerate(payload) if layer != base]
+    if overrides:
+        args["layers"] = overrides
+    return args
+
+
+def _class_of(program: Sequence[ops.Op]) -> str:
+    needs = {op.needs for op in program}
+    for cls in ("plan", "identity", "verify", "signature", "hash"):
+        if cls in needs:
+            return cls
+    return "identity"
+
+
+def _area_of(cls: str, program: Sequence[ops.Op]) -> str:
+    """The scenarios folder a file belongs in: ``alloc`` for caches alone, else the class."""
+    models = (ops.ModelNew, ops.ModelReload, ops.ModelSetHook, ops.ModelInstanceId)
+    if cls == "identity" and not any(isinstance(op, models) for op in program):
+        return "alloc"
+    return cls
+
+
+def _known_requirements(ids: Sequence[str]) -> list[str]:
+    from kvconform.harness.suite import requirements
+
+    try:
+        known = requirements()
+    except Exception:
+        return list(ids)
+    return [i for i in ids if i in known]

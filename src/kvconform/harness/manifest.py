@@ -1,0 +1,138 @@
+"""Suite integrity: the version and a manifest of every file that decides a verdict.
+
+    python -m kvconform.harness.manifest          # rewrite conformance/manifest.json
+    python -m kvconform.harness.manifest --check  # exit 1 if it is stale
+
+The manifest lists each scenario, vector, schema and spec file with its
+SHA-256; the suite digest is the SHA-256 of those lines. A run refuses to
+start when files are missing, added or altered (unless told
+``--allow-modified``), and every report carries the version and the digest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import kvconform
+from kvconform.harness import suite
+
+MANIFEST_FORMAT = "kvconform-manifest/1"
+
+
+def manifest_path() -> Path:
+    return suite.conformance_dir() / "manifest.json"
+
+
+def _tracked_files() -> dict[str, Path]:
+    """Every file whose content can change a verdict, by a stable relative name."""
+    groups = {
+        "scenarios": (suite.scenarios_dir(), "**/*.yaml"),
+        "vectors": (suite.vectors_dir(), "*.json"),
+        "schema": (suite.conformance_dir() / "schema", "**/*.json"),
+        "spec": (suite.spec_dir(), "*.md"),
+    }
+    files: dict[str, Path] = {}
+    for name, (root, pattern) in groups.items():
+        for path in sorted(root.glob(pattern)):
+            files[f"{name}/{path.relative_to(root).as_posix()}"] = path
+    return files
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def digest_of(entries: dict[str, str]) -> str:
+    lines = "".join(f"{name} {sha}\n" for name, sha in sorted(entries.items()))
+    return hashlib.sha256(lines.encode("utf-8")).hexdigest()
+
+
+def compute() -> dict[str, object]:
+    files = {name: _sha256(path) for name, path in _tracked_files().items()}
+    return {
+        "format": MANIFEST_FORMAT,
+        "suite_version": kvconform.SUITE_VERSION,
+        "count": len(files),
+        "digest": digest_of(files),
+        "files": files,
+    }
+
+
+@dataclass(frozen=True)
+class Integrity:
+    """How the installed files compare with the manifest."""
+
+    version: str
+    digest: str
+    missing: tuple[str, ...] = ()
+    altered: tuple[str, ...] = ()
+    added: tuple[str, ...] = ()
+
+    @property
+    def intact(self) -> bool:
+        return not (self.missing or self.altered or self.added)
+
+    def problems(self) -> str:
+        parts = []
+        for label, names in (
+            ("missing", self.missing),
+            ("altered", self.altered),
+            ("not in the manifest", self.added),
+        ):
+            if names:
+                shown = ", ".join(names[:5]) + (
+                    f" and {len(names) - 5} more" if len(names) > 5 else ""
+                )
+                parts.append(f"{label}: {shown}")
+        return "; ".join(parts)
+
+
+def check() -> Integrity:
+    """Compare the files on disk with the shipped manifest."""
+    path = manifest_path()
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+        files: dict[str, str] = recorded["files"]
+    except (OSError, ValueError, KeyError) as exc:
+        return Integrity(kvconform.SUITE_VERSION, "", missing=(f"{path.name} ({exc})",))
+    actual = {name: _sha256(p) for name, p in _tracked_files().items()}
+    return Integrity(
+        version=recorded.get("suite_version", "?"),
+        digest=digest_of(actual),
+        missing=tuple(sorted(set(files) - set(actual))),
+        altered=tuple(sorted(n for n in files if n in actual and actual[n] != files[n])),
+        added=tuple(sorted(set(actual) - set(files))),
+    )
+
+
+def render() -> str:
+    return json.dumps(compute(), indent=2, sort_keys=True) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kvconform.harness.manifest")
+    parser.add_argument("--check", action="store_true", help="exit 1 if the manifest is stale")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        current = manifest_path().read_text(encoding="utf-8") if manifest_path().exists() else ""
+        if current != text:
+            print(
+                f"{manifest_path()} is stale: run python -m kvconform.harness.manifest",
+                file=sys.stderr,
+            )
+            return 1
+        return 0
+    manifest_path().write_text(text, encoding="utf-8")
+    print(f"wrote {manifest_path()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,143 @@
+"""Running cases: applicability, verdicts, and how a failure reads.
+
+A case an implementation does not claim is *not applicable*, with a reason,
+never passed (CONF-3). Skips are named predicates that return that reason.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from kvconform.harness.checks import Failure, OutcomeCheck, Refuses
+from kvconform.harness.declarations import adapt, capability_missing, option_not_declared
+from kvconform.harness.scenario import Case
+from kvconform.protocol.driver import Driver
+from kvconform.values import AdapterInfo, Broken
+
+Verdict = Literal["passed", "failed", "not_applicable"]
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case: Case
+    verdict: Verdict
+    failures: tuple[Failure, ...] = ()
+    reason: str = ""
+    seconds: float = 0.0
+
+    def report(self) -> str:
+        """What a person needs to see when the case failed."""
+        reason = self.reason if self.verdict == "not_applicable" else ""
+        return render_failure(self.case, self.failures, reason)
+
+
+def class_not_claimed(case: Case, info: AdapterInfo) -> str | None:
+    """The case, or one of its operations, needs a class the adapter does not declare."""
+    needed = {case.cls, *(op.needs for op in case.program)}
+    missing = sorted(needed - set(info.classes))
+    if missing:
+        return f"{info.name} does not declare the class {', '.join(missing)}"
+    return None
+
+
+def profile_not_declared(case: Case, info: AdapterInfo) -> str | None:
+    """The case assumes a block format profile the adapter does not implement (PROF-3)."""
+    if case.profile is None:
+        return None
+    if info.format_writes != case.profile or set(info.format_reads) != {case.profile}:
+        return (
+            f"assumes format profile v{case.profile}; {info.name} writes "
+            f"v{info.format_writes} and reads {sorted(info.format_reads)}"
+        )
+    return None
+
+
+SKIPS: tuple[Callable[[Case, AdapterInfo], str | None], ...] = (
+    class_not_claimed,
+    profile_not_declared,
+    option_not_declared,
+    capability_missing,
+)
+
+
+def not_applicable(case: Case, info: AdapterInfo) -> str | None:
+    for predicate in SKIPS:
+        reason = predicate(case, info)
+        if reason:
+            return reason
+    return None
+
+
+def run_case(case: Case, driver: Driver) -> CaseResult:
+    reason = not_applicable(case, driver.info)
+    if reason:
+        return CaseResult(case, "not_applicable", reason=reason)
+    case = adapt(case, driver.info)
+    start = time.perf_counter()
+    outcomes = driver.run(case.program)
+    seconds = time.perf_counter() - start
+    if len(outcomes) != len(case.program):
+        failure = Failure(
+            where=case.checks[0].where if case.checks else None,  # type: ignore[arg-type]
+            expected=f"{len(case.program)} outcomes",
+            actual=f"{len(outcomes)} outcomes",
+        )
+        return CaseResult(case, "failed", (failure,), seconds=seconds)
+    failures = []
+    for check in case.checks:
+        failure = check.evaluate(outcomes)
+        if failure is not None:
+            failures.append(failure)
+    # An adapter failure explains everything after it; report it first.
+    failures.sort(key=lambda f: not f.actual.startswith("adapter failure"))
+    probes = {
+        c.op_index
+        for c in case.checks
+        if isinstance(c, OutcomeCheck) and isinstance(c.expect, Refuses)
+    }
+    broken = (i for i, o in enumerate(outcomes) if isinstance(o, Broken) and i not in probes)
+    if next(broken, None) is not None and not failures:
+        failures.append(Failure(case.checks[0].where, "no adapter failure", "adapter failure"))
+    verdict: Verdict = "failed" if failures else "passed"
+    return CaseResult(case, verdict, tuple(failures), seconds=seconds)
+
+
+def run_cases(cases: Iterable[Case], driver: Driver) -> list[CaseResult]:
+    return [run_case(case, driver) for case in cases]
+
+
+def render_failure(case: Case, failures: tuple[Failure, ...], reason: str = "") -> str:
+    if reason:
+        return f"{case.id}: not applicable: {reason}"
+    if not failures:
+        return f"{case.id}: passed"
+    first = failures[0]
+    requires = ", ".join(dict.fromkeys((*case.requires, *first.requires)))
+    lines = [
+        f"{case.kind} {case.id} failed at {first.where}",
+        f"  expected: {first.expected}",
+        f"  actual:   {first.actual}",
+        f"  requires: {requires}",
+        f"  basis:    {_basis(case)}",
+        f"  why:      {case.why}",
+    ]
+    if case.incident:
+        lines.append(f"  incident: {case.incident}")
+    if first.detail:
+        lines.append("  detail:\n    " + first.detail.strip().replace("\n", "\n    "))
+    if len(failures) > 1:
+        lines.append(f"  ({len(failures) - 1} more failed check(s) in this {case.kind})")
+    return "\n".join(lines)
+
+
+def _basis(case: Case) -> str:
+    """What the verdict rests on, for a person deciding what to fix first (CONF-8)."""
+    if not case.basis:
+        return "the seeds' semantics (a failure here is about safety)"
+    return (
+        f"decision {', '.join(case.basis)} of the specification (spec/README.md, Decisions; "
+        "a failure here is about policy)"
+    )

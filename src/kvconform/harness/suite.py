@@ -1,0 +1,139 @@
+"""The suite as installed: scenario files, vector files, and the requirement index.
+
+Everything is found relative to :func:`kvconform.data_root`, so the same code
+serves a source checkout and an installed wheel.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import kvconform
+from kvconform.harness.checks import OutcomeCheck, ValueIs, Where
+from kvconform.harness.scenario import Case, load_scenario_file, mix_op
+from kvconform.harness.yamlsource import SourceError, load_json, validate
+from kvconform.protocol import operations as ops
+
+#: A requirement definition line in spec/*.md.
+REQUIREMENT_LINE = re.compile(r"^- \*\*([A-Z]+-\d+)\*\* ", re.MULTILINE)
+
+
+def spec_dir() -> Path:
+    return kvconform.data_root() / "spec"
+
+
+def vectors_dir() -> Path:
+    return kvconform.data_root() / "vectors"
+
+
+def conformance_dir() -> Path:
+    return kvconform.data_root() / "conformance"
+
+
+def scenarios_dir() -> Path:
+    return conformance_dir() / "scenarios"
+
+
+@dataclass(frozen=True)
+class Requirement:
+    id: str
+    file: str
+    line: int
+    text: str
+
+    @property
+    def group(self) -> str:
+        return self.id.rsplit("-", 1)[0]
+
+    @property
+    def withdrawn(self) -> bool:
+        """Withdrawn requirements keep their id and line, marked, and are never cited (CONF-5)."""
+        return self.text.startswith("*Withdrawn")
+
+
+@cache
+def requirements() -> Mapping[str, Requirement]:
+    """Every requirement defined in ``spec/*.md``, by id."""
+    found: dict[str, Requirement] = {}
+    for path in sorted(spec_dir().glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        for match in REQUIREMENT_LINE.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            end = text.find("\n", match.end())
+            req = Requirement(match.group(1), path.name, line, text[match.end() : end].strip())
+            if req.id in found:
+                raise SourceError(str(path), line, req.id, "requirement defined twice")
+            found[req.id] = req
+    return found
+
+
+def scenario_files() -> list[Path]:
+    return sorted(scenarios_dir().rglob("*.yaml"))
+
+
+def vector_files() -> list[Path]:
+    return sorted(vectors_dir().glob("*.json"))
+
+
+def load_vector_file(path: Path) -> list[Case]:
+    """Each known-answer vector as a one-operation case."""
+    document = load_json(path)
+    validate(document, "vectors")
+    cases = []
+    for index, raw in enumerate(document.data["vectors"]):
+        cases.append(_vector_case(raw, str(path), index))
+    return cases
+
+
+def _vector_case(raw: Mapping[str, Any], file: str, index: int) -> Case:
+    program = tuple(mix_op(op) for op in raw["ops"])
+    where = Where(file, None, f"vector {raw['id']}")
+    expect = ValueIs(tuple(int(v, 16) for v in raw["expect"]))
+    return Case(
+        id=raw["id"],
+        title=raw.get("note", raw["catches"]),
+        cls="hash",
+        requires=tuple(raw["requires"]),
+        why=raw["catches"],
+        file=file,
+        line=None,
+        program=(ops.Hash(program=program),),
+        checks=(OutcomeCheck(where, 0, expect),),
+        area="vectors/" + Path(file).stem,
+        kind="vector",
+    )
+
+
+def load_file(path: Path) -> list[Case]:
+    if path.suffix == ".json":
+        return load_vector_file(path)
+    return load_scenario_file(path)
+
+
+def check_references(cases: Iterable[Case]) -> None:
+    """Every cited requirement exists, and every case id is used once."""
+    known = requirements()
+    seen: dict[str, Case] = {}
+    for case in cases:
+        if case.id in seen:
+            other = seen[case.id]
+            raise SourceError(case.file, case.line, case.id, f"id already used at {other.file}")
+        seen[case.id] = case
+        for req in case.requires:
+            if req not in known:
+                raise SourceError(case.file, case.line, case.id, f"cites unknown requirement {req}")
+
+
+@cache
+def all_cases() -> tuple[Case, ...]:
+    """Every scenario and vector of the installed suite, validated and cross-checked."""
+    cases: list[Case] = []
+    for path in [*scenario_files(), *vector_files()]:
+        cases.extend(load_file(path))
+    check_references(cases)
+    return tuple(cases)

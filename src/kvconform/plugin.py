@@ -1,0 +1,190 @@
+"""The pytest plugin: scenarios and vectors as test items (registered as ``pytest11``).
+
+    pytest --kv-suite                                  # the suite against the reference
+    pytest --kv-suite --kv-adapter mypkg.adapter:make  # against your implementation
+    pytest --kv-suite --kv-adapter-cmd "./my-adapter --stdio" --kv-timeout 5
+                                                       # an adapter process (spec/protocol.md)
+
+Item names are the case ids. A failure shows the case id, the failing step,
+expected against actual, the requirement ids and the ``why``. A case whose
+class the adapter does not declare is skipped with that reason, never passed.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvconform.adapters import DEFAULT_ADAPTER, AdapterSpecError, load_adapter
+from kvconform.harness import suite
+from kvconform.harness.runner import CaseResult, run_case
+from kvconform.harness.scenario import Case
+from kvconform.harness.yamlsource import SourceError
+from kvconform.protocol.client import AdapterStartError, StdioDriver
+from kvconform.protocol.driver import Driver, InProcessDriver
+
+_DRIVER = pytest.StashKey[Driver]()
+_SEEN = pytest.StashKey[dict[str, str]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("kvconform", "kvconform conformance suite")
+    group.addoption(
+        "--kv-adapter",
+        metavar="MODULE:FACTORY",
+        default=None,
+        help=f"in-process adapter to test (default: the reference, {DEFAULT_ADAPTER})",
+    )
+    group.addoption(
+        "--kv-adapter-cmd",
+        metavar="COMMAND",
+        default=None,
+        help="adapter process speaking the stdio protocol (spec/protocol.md); split like a "
+        "shell command line, never run by a shell; excludes --kv-adapter",
+    )
+    group.addoption(
+        "--kv-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=10.0,
+        help="--kv-adapter-cmd: seconds to wait for each response (default 10)",
+    )
+    group.addoption(
+        "--kv-suite",
+        action="store_true",
+        default=False,
+        help="collect the installed kvconform scenarios and vectors",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_SEEN] = {}
+    if config.getoption("kv_adapter") and config.getoption("kv_adapter_cmd") is not None:
+        raise pytest.UsageError(
+            "--kv-adapter and --kv-adapter-cmd are mutually exclusive: "
+            "give an in-process adapter or an adapter process, not both"
+        )
+    timeout = config.getoption("kv_timeout")
+    if timeout <= 0:
+        raise pytest.UsageError(f"--kv-timeout must be a positive number of seconds, got {timeout}")
+    if config.getoption("kv_suite"):
+        for directory in (suite.scenarios_dir(), suite.vectors_dir()):
+            if str(directory) not in config.args:
+                config.args.append(str(directory))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    driver = config.stash.get(_DRIVER, None)
+    if driver is not None:
+        driver.close()
+
+
+def driver_for(config: pytest.Config) -> Driver:
+    """The one driver of this run, made on first use."""
+    driver = config.stash.get(_DRIVER, None)
+    if driver is None:
+        command = config.getoption("kv_adapter_cmd")
+        if command is not None:
+            driver = _stdio_driver(command, config.getoption("kv_timeout"))
+        else:
+            spec = config.getoption("kv_adapter") or DEFAULT_ADAPTER
+            try:
+                driver = InProcessDriver(load_adapter(spec))
+            except AdapterSpecError as exc:
+                raise pytest.UsageError(str(exc)) from None
+            except (TypeError, ValueError) as exc:
+                raise pytest.UsageError(f"--kv-adapter {spec}: {exc}") from None
+        config.stash[_DRIVER] = driver
+    return driver
+
+
+def _stdio_driver(command: str, timeout: float) -> StdioDriver:
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--kv-adapter-cmd {command!r}: {exc}") from None
+    if not argv:
+        raise pytest.UsageError("--kv-adapter-cmd is empty")
+    try:
+        return StdioDriver(argv, timeout=timeout)
+    except AdapterStartError as exc:
+        raise pytest.UsageError(f"--kv-adapter-cmd: the adapter could not start: {exc}") from None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the adapter once, before any case runs, so that an adapter that cannot
+    start is one usage error rather than a failure per case."""
+    if session.config.option.collectonly:
+        return
+    if any(isinstance(item, CaseItem) for item in session.items):
+        driver_for(session.config)
+
+
+def _sniff(path: Path) -> str | None:
+    """``scenarios`` or ``vectors`` when ``path`` is a kvconform data file."""
+    if path.suffix not in (".yaml", ".yml", ".json"):
+        return None
+    try:
+        head = path.read_text(encoding="utf-8", errors="replace")[:400]
+    except OSError:
+        return None
+    if path.suffix == ".json":
+        return "vectors" if '"kvconform-vectors/1"' in head else None
+    return "scenarios" if "kvconform: scenarios/" in head else None
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if _sniff(file_path):
+        return CaseFile.from_parent(parent, path=file_path)
+    return None
+
+
+class CaseFile(pytest.File):
+    def collect(self) -> Iterator[CaseItem]:
+        try:
+            cases = suite.load_file(self.path)
+            suite.check_references(cases)
+        except SourceError as exc:
+            raise self.CollectError(str(exc)) from None
+        seen = self.config.stash[_SEEN]
+        for case in cases:
+            if case.id in seen and seen[case.id] != str(self.path):
+                raise self.CollectError(
+                    f"{self.path}: case id {case.id!r} is already used in {seen[case.id]}"
+                )
+            seen[case.id] = str(self.path)
+            yield CaseItem.from_parent(self, name=case.id, case=case)
+
+
+class CaseFailed(Exception):
+    def __init__(self, result: CaseResult) -> None:
+        super().__init__(result.case.id)
+        self.result = result
+
+
+class CaseItem(pytest.Item):
+    def __init__(self, *, case: Case, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+        for req in case.requires:
+            self.user_properties.append(("requirement", req))
+
+    def runtest(self) -> None:
+        result = run_case(self.case, driver_for(self.config))
+        if result.verdict == "not_applicable":
+            pytest.skip(f"not applicable: {result.reason}")
+        if result.verdict == "failed":
+            raise CaseFailed(result)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, CaseFailed):
+            return excinfo.value.result.report()
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        line = self.case.line - 1 if self.case.line else None
+        return self.path, line, f"{self.case.kind} {self.case.id}"

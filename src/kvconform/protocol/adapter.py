@@ -1,0 +1,90 @@
+"""The interface a Python adapter implements (spec/protocol.md mirrors it one to one).
+
+An adapter wraps one implementation. It declares what it claims in
+:meth:`Adapter.describe` and is only ever asked for operations of the classes
+it declares (CONF-2). Handles it returns are opaque to the harness; the
+harness drops its own reference to a handle right after the ``drop``
+operation, so an implementation that keys on object addresses can be caught
+when the allocator hands an address out again.
+
+A *semantic* refusal is returned as a :class:`~.values.Fault`, never raised.
+Anything an adapter raises is an adapter failure, not an answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from kvconform.values import (
+    AdapterInfo,
+    Fault,
+    Geometry,
+    MixOp,
+    ModelSpec,
+    Payload,
+    PlanIdentity,
+    Signature,
+    StepInputs,
+)
+
+Handle = object
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    def describe(self) -> AdapterInfo:
+        """Name, version, language, classes and profile (CONF-2)."""
+        ...
+
+
+@runtime_checkable
+class HashAdapter(Adapter, Protocol):
+    """Class ``hash``."""
+
+    def hash(self, program: Sequence[MixOp]) -> Sequence[int]:
+        """Run a mix program from a fresh hasher; return the value of each finish."""
+        ...
+
+
+@runtime_checkable
+class KeyAdapter(Adapter, Protocol):
+    """Classes ``identity`` and ``plan``: models, caches and held plans."""
+
+    def model_new(self, spec: ModelSpec) -> Handle: ...
+    def model_reload(self, model: Handle) -> Handle: ...
+    def model_set_hook(self, model: Handle, hook: str, present: bool) -> None: ...
+    def model_instance_id(self, model: Handle) -> int: ...
+    def cache_new(self, geometry: Geometry) -> Handle: ...
+    def cache_append(self, cache: Handle, tokens: int) -> Fault | None: ...
+    def cache_truncate(self, cache: Handle, length: int) -> None: ...
+    def cache_clear(self, cache: Handle) -> None: ...
+    def cache_replace_layer(
+        self,
+        cache: Handle,
+        layer: int,
+        n_kv_heads: int | None,
+        head_dim: int | None,
+        max_seq_len: int | None,
+    ) -> Fault | None: ...
+    def cache_alloc_id(self, cache: Handle) -> int: ...
+    def cache_len(self, cache: Handle) -> int: ...
+    def plan_key(self, identity: PlanIdentity) -> int: ...
+    def session_new(self, model: Handle, cache: Handle, step_tokens: int) -> Handle: ...
+    def session_valid(
+        self, session: Handle, model: Handle, cache: Handle, step: StepInputs
+    ) -> bool: ...
+    def drop(self, handle: Handle) -> None:
+        """Release every reference the adapter keeps to ``handle``."""
+        ...
+
+
+@runtime_checkable
+class VerifyAdapter(Adapter, Protocol):
+    """Classes ``signature`` and ``verify``: stored-block signatures."""
+
+    def measure(self, model: str, payload: Payload) -> Signature | Fault: ...
+    def stamp(self, model: str, payload: Payload) -> Signature | Fault: ...
+    def verify(
+        self, recorded: Signature | None, payload: Payload, expected: Signature
+    ) -> Signature | Fault: ...

@@ -1,0 +1,105 @@
+"""A Markdown summary fit for a CI job summary (e.g. ``$GITHUB_STEP_SUMMARY``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+_MARK = {"passed": "pass", "failed": "FAIL", "not_applicable": "n/a", "not_run": "not run"}
+
+
+def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
+    s = report["summary"]
+    a = report["adapter"]
+    verdict = "conformant" if s["failed"] == 0 else "NOT conformant"
+    gate = report.get("gate")
+    lines = [
+        f"## kvconform {report['suite']['version']}: {a['name']} {a['version']} is {verdict}"
+        " for its declared classes",
+        "",
+        f"{s['passed']} passed, {s['failed']} failed, {s['not_applicable']} not applicable "
+        f"of {s['total']} cases in {report['seconds']:.1f} s. "
+        f"Classes declared: {', '.join(a['classes']) or 'none'}. "
+        + _declared(a)
+        + f"Failed on the seeds' semantics: {s.get('failed_by_basis', {}).get('seed', 0)}; "
+        f"on a decision: {s.get('failed_by_basis', {}).get('decision', 0)}. "
+        f"Suite digest `{report['suite']['digest'][:16]}`.",
+        "",
+    ]
+    if gate:
+        lines += [
+            f"Expectations: {len(gate['unexpected_failures'])} unexpected failure(s), "
+            f"{len(gate['stale'])} stale entr(y/ies), {len(gate['expected_failures'])} expected "
+            "failure(s).",
+            "",
+        ]
+        for label, key in (
+            ("Unexpected failure", "unexpected_failures"),
+            ("Listed as failing but passes (remove it)", "stale"),
+        ):
+            lines += [f"- {label}: `{case_id}`" for case_id in gate[key]]
+        if gate["unexpected_failures"] or gate["stale"]:
+            lines.append("")
+    lines += ["| class | passed | failed | not applicable |", "|---|---|---|---|"]
+    for cls, c in s["by_class"].items():
+        lines.append(f"| {cls} | {c['passed']} | {c['failed']} | {c['not_applicable']} |")
+    lines += ["", "| area | passed | failed | not applicable |", "|---|---|---|---|"]
+    for area, c in s["by_area"].items():
+        lines.append(f"| {area} | {c['passed']} | {c['failed']} | {c['not_applicable']} |")
+    failed = [r for r in report["results"] if r["verdict"] == "failed"]
+    groups = (
+        ("on the seeds' semantics (safety)", [r for r in failed if r.get("basis") == "seed"]),
+        (
+            "on a decision of the specification (policy)",
+            [r for r in failed if r.get("basis") != "seed"],
+        ),
+    )
+    shown = 0
+    for title, group in groups:
+        if not group:
+            continue
+        lines += ["", f"### Failures {title} ({len(group)})", ""]
+        for r in group:
+            if shown >= max_failures:
+                break
+            shown += 1
+            f = r["failure"]
+            basis = "" if r.get("basis") == "seed" else f" [decision {', '.join(r['basis'])}]"
+            lines += [
+                f"- **`{r['id']}`** ({', '.join(f['requires'])}){basis} at {f['step']}: "
+                f"expected {f['expected']}; got {f['actual']}",
+            ]
+    if len(failed) > shown:
+        lines.append(f"- ... and {len(failed) - shown} more (see the JSON report)")
+    reqs = report["requirements"]
+    failing = [rid for rid, v in reqs.items() if v["verdict"] == "failed"]
+    lines += [
+        "",
+        f"Requirements: {sum(v['verdict'] == 'passed' for v in reqs.values())} met, "
+        f"{len(failing)} failed"
+        + (f" ({', '.join(failing)})" if failing else "")
+        + f", {sum(v['verdict'] in ('not_applicable', 'not_run') for v in reqs.values())} "
+        "not checked.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _declared(adapter: Mapping[str, Any]) -> str:
+    """The options an adapter answers other than by default, as one sentence (CONF-6)."""
+    from kvconform.values import OPTIONS
+
+    chosen = [
+        f"{name}: {value}"
+        for name, value in adapter.get("options", {}).items()
+        if name in OPTIONS and value != OPTIONS[name].default
+    ]
+    return f"Options declared: {', '.join(chosen)}. " if chosen else ""
+
+
+def write(report: Mapping[str, Any], path: Path) -> None:
+    path.write_text(render(report), encoding="utf-8")
+
+
+__all__ = ["_MARK", "render", "write"]

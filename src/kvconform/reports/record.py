@@ -1,0 +1,158 @@
+"""The JSON report: what a run did, in a documented, versioned form."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import kvconform
+from kvconform.harness import suite
+from kvconform.harness.runner import CaseResult
+from kvconform.harness.yamlsource import Document, validate
+from kvconform.values import OPTIONS, AdapterInfo
+
+REPORT_FORMAT = "kvconform-report/1"
+VERDICTS = ("passed", "failed", "not_applicable")
+
+
+def build(
+    results: Sequence[CaseResult],
+    adapter: AdapterInfo,
+    *,
+    suite_digest: str,
+    started: str,
+    seconds: float,
+    selection: Mapping[str, Any] | None = None,
+    gate: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The report document for one run."""
+    return {
+        "format": REPORT_FORMAT,
+        "suite": {
+            "version": kvconform.SUITE_VERSION,
+            "digest": suite_digest,
+            "kvconform_version": kvconform.__version__,
+        },
+        "adapter": {
+            "name": adapter.name,
+            "version": adapter.version,
+            "language": adapter.language,
+            "classes": sorted(adapter.classes),
+            "format": {"writes": adapter.format_writes, "reads": sorted(adapter.format_reads)},
+            "options": {name: adapter.option(name) for name in OPTIONS},
+            "capabilities": adapter.declared_capabilities(),
+        },
+        "started": started,
+        "seconds": round(seconds, 3),
+        "selection": dict(selection or {}),
+        "summary": summarize(results),
+        "results": [_result(r) for r in results],
+        "requirements": requirement_verdicts(results),
+        "gate": dict(gate) if gate is not None else None,
+    }
+
+
+def _result(result: CaseResult) -> dict[str, Any]:
+    case = result.case
+    out: dict[str, Any] = {
+        "id": case.id,
+        "kind": case.kind,
+        "area": case.area,
+        "class": case.cls,
+        "title": case.title,
+        "requires": list(case.requires),
+        "verdict": result.verdict,
+        "basis": basis_of(result),
+        "seconds": round(result.seconds, 6),
+        "file": case.file_name,
+    }
+    if result.verdict == "not_applicable":
+        out["reason"] = result.reason
+    if result.failures:
+        first = result.failures[0]
+        out["failure"] = {
+            "step": first.where.step,
+            "line": first.where.line,
+            "expected": first.expected,
+            "actual": first.actual,
+            "requires": list(dict.fromkeys((*case.requires, *first.requires))),
+            "why": case.why,
+            "more": len(result.failures) - 1,
+            "text": result.report(),
+        }
+    return out
+
+
+def basis_of(result: CaseResult) -> str | list[str]:
+    """``"seed"``, or the decisions the case's verdict rests on (CONF-8)."""
+    return list(result.case.basis) if result.case.basis else "seed"
+
+
+def basis_text(result: CaseResult) -> str:
+    """How a report names a case's basis in one phrase (CONF-8)."""
+    if not result.case.basis:
+        return "the seeds' semantics"
+    return "decision " + ", ".join(result.case.basis)
+
+
+def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
+    totals = Counter(r.verdict for r in results)
+    by_area: dict[str, Counter[str]] = defaultdict(Counter)
+    by_class: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in results:
+        by_area[r.case.area][r.verdict] += 1
+        by_class[r.case.cls][r.verdict] += 1
+
+    def counts(counter: Counter[str]) -> dict[str, int]:
+        return {v: counter.get(v, 0) for v in VERDICTS}
+
+    failed = [r for r in results if r.verdict == "failed"]
+    return {
+        "total": len(results),
+        **counts(totals),
+        "failed_by_basis": {
+            "seed": sum(1 for r in failed if not r.case.basis),
+            "decision": sum(1 for r in failed if r.case.basis),
+        },
+        "by_area": {area: counts(c) for area, c in sorted(by_area.items())},
+        "by_class": {cls: counts(c) for cls, c in sorted(by_class.items())},
+    }
+
+
+def requirement_verdicts(results: Sequence[CaseResult]) -> dict[str, dict[str, Any]]:
+    """Each requirement: failed if a citing case failed; passed if every applicable one passed."""
+    citing: dict[str, list[CaseResult]] = defaultdict(list)
+    for r in results:
+        for req in r.case.requires:
+            citing[req].append(r)
+    out: dict[str, dict[str, Any]] = {}
+    for req in suite.requirements():
+        cases = citing.get(req, [])
+        failed = [r.case.id for r in cases if r.verdict == "failed"]
+        passed = [r for r in cases if r.verdict == "passed"]
+        if failed:
+            verdict = "failed"
+        elif passed:
+            verdict = "passed"
+        elif cases:
+            verdict = "not_applicable"
+        else:
+            verdict = "not_run"
+        out[req] = {"verdict": verdict, "cases": len(cases), "failed": failed}
+    return out
+
+
+def write(report: Mapping[str, Any], path: Path) -> None:
+    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+def read(path: Path) -> dict[str, Any]:
+    """Load and validate a saved JSON report."""
+    from kvconform.harness.yamlsource import load_json
+
+    document: Document = load_json(path)
+    validate(document, "report")
+    return document.data

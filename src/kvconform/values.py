@@ -1,0 +1,328 @@
+"""Values exchanged between the harness and an implementation (spec/conformance.md).
+
+They are language-neutral on purpose: each has a JSON form on the wire
+(:mod:`.ops`), and nothing here refers to the reference implementation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field as _field
+from typing import Literal, TypeAlias
+
+#: The conformance classes (CONF-1).
+CLASSES = ("hash", "identity", "plan", "signature", "verify")
+#: Classes that a class depends on (CONF-1).
+CLASS_REQUIRES: Mapping[str, tuple[str, ...]] = {"plan": ("identity",), "verify": ("signature",)}
+
+#: A structural parameter value: u64, binary64 float or string.
+Param: TypeAlias = int | float | str
+#: A value carried by an error (ERR-4).
+ErrorValue: TypeAlias = int | str | tuple[int, ...]
+
+MixKind = Literal["bytes", "str", "u64", "f64", "present", "instance", "finish"]
+
+
+@dataclass(frozen=True)
+class MixOp:
+    """One step of a hash program (HASH group).
+
+    ``value`` is ``bytes`` for ``bytes`` (with ``repeat``), ``str`` for ``str``,
+    an ``int`` for ``u64``/``instance`` and for ``f64`` (its bit pattern),
+    a ``bool`` for ``present`` and ``None`` for ``finish``.
+    """
+
+    kind: MixKind
+    value: bytes | str | int | bool | None = None
+    repeat: int = 1
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model's family, structural parameters and hook settings."""
+
+    family: str
+    params: tuple[tuple[str, Param], ...] = ()
+    hooks: tuple[tuple[str, bool], ...] = ()
+
+    def param_map(self) -> dict[str, Param]:
+        return dict(self.params)
+
+    def hook_map(self) -> dict[str, bool]:
+        return dict(self.hooks)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """A KV cache's shape (ALLOC, PLAN-15)."""
+
+    n_layers: int
+    n_kv_heads: int
+    head_dim: int
+    max_seq_len: int
+    dtype: str = "f32"
+
+
+@dataclass(frozen=True)
+class StepInputs:
+    """Per-step inputs a held plan rebinds every call (PLAN-6)."""
+
+    token_ids: tuple[int, ...] = (1,)
+    write_offset: int = 0
+    rope_theta: float = 10000.0
+    rope_scaling: float | None = None
+    mask: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class PlanIdentity:
+    """The components of a plan key with explicit ids: the ``plan_key`` probe."""
+
+    model: ModelSpec
+    instance: int
+    alloc: int
+    geometry: Geometry
+    step_tokens: int
+
+
+@dataclass(frozen=True)
+class LayerDesc:
+    """One stored layer described by its shape, its claim and its buffer lengths.
+
+    ``k_len``/``v_len`` count elements. The implementation builds real buffers of
+    these lengths; a payload never travels as its floats.
+    """
+
+    n_kv_heads: int
+    head_dim: int
+    seq_len: int
+    k_len: int
+    v_len: int
+
+
+Payload: TypeAlias = tuple[LayerDesc, ...]
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A block signature (SIG-1)."""
+
+    format_version: int
+    model: str
+    n_layers: int
+    n_kv_heads: int
+    head_dim: int
+    dtype: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A semantic refusal, as an implementation reports it (ERR-8 .. ERR-6).
+
+    ``kind``, ``field``, ``layer`` and ``values`` are normative; ``message`` is
+    free wording that must still name the field and the values (ERR-6).
+    """
+
+    kind: str
+    field: str | None = None
+    layer: int | None = None
+    values: Mapping[str, ErrorValue] = _field(default_factory=dict)
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """A decision with more than one safe answer, which an implementation declares (CONF-6).
+
+    ``values`` are the allowed answers, ``default`` the one assumed when an
+    adapter declares nothing; ``requirement`` is the requirement that states
+    the option (spec/README.md lists each with the argument why every value is safe).
+    """
+
+    name: str
+    values: tuple[str, ...]
+    default: str
+    requirement: str
+
+
+#: The order ALLOC-17 checks a replacement layer's shape in, unless declared otherwise.
+SHAPE_FIELDS = ("n_kv_heads", "head_dim", "max_seq_len")
+
+
+def _orders() -> tuple[str, ...]:
+    from itertools import permutations
+
+    return tuple(",".join(p) for p in permutations(SHAPE_FIELDS))
+
+
+#: Every option of this specification (CONF-6), by name.
+OPTIONS: Mapping[str, OptionSpec] = {
+    o.name: o
+    for o in (
+        OptionSpec("truncate_past_length", ("noop", "refuse"), "noop", "ALLOC-15"),
+        OptionSpec("append_past_capacity", ("refuse", "grow"), "refuse", "ALLOC-16"),
+        OptionSpec("replace_layer_order", _orders(), ",".join(SHAPE_FIELDS), "ALLOC-17"),
+        OptionSpec("clear_mints", ("eager", "lazy"), "eager", "ALLOC-18"),
+        OptionSpec("hook_toggle", ("keeps_instance", "remints_instance"), "keeps_instance", "ID-9"),
+        OptionSpec("plan_key_cache_heads", ("keyed", "implied"), "keyed", "PLAN-15"),
+        OptionSpec("plan_key_params", ("named", "fixed"), "named", "PLAN-17"),
+    )
+}
+
+#: The decisions of this specification by name, each with the requirements that state
+#: it (spec/README.md, Decisions); scenarios cite the names as their basis (CONF-8).
+DECISIONS: Mapping[str, tuple[str, ...]] = {
+    "truncate-past-length": ("ALLOC-15",),
+    "append-past-capacity": ("ALLOC-16",),
+    "replace-layer-bounds": ("ALLOC-9",),
+    "replace-layer-shape": ("ALLOC-17",),
+    "replace-keeps-length": ("ALLOC-11",),
+    "clear-mint-point": ("ALLOC-18",),
+    "refusals-change-nothing": ("ALLOC-14",),
+    "cache-error-kinds": ("ERR-8",),
+    "typed-error-parts": ("ERR-3", "ERR-4", "VERIFY-3"),
+    "raw-fold": ("HASH-14",),
+    "u64-range": ("HASH-12",),
+    "utf8-strings": ("HASH-13",),
+    "id-numbering": ("ID-8",),
+    "hook-toggle": ("ID-9", "PLAN-18"),
+    "key-composition": ("PLAN-3",),
+    "key-cache-heads": ("PLAN-15",),
+    "key-params": ("PLAN-17",),
+    "dtype-vocabulary": ("SIG-14",),
+    "measure-under-recorded-version": ("SIG-12",),
+    "width-overflow": ("SIG-15",),
+    "unrepresentable-stamp": ("VERIFY-9", "ERR-9"),
+    "profiles-declared": ("PROF-3",),
+}
+
+#: Requirements a generated counterexample may bear on that state an option's
+#: answer; such a counterexample rests on that decision, not on the seeds (CONF-8).
+OPTION_DECISIONS: Mapping[str, str] = {
+    "ALLOC-15": "truncate-past-length",
+    "ALLOC-16": "append-past-capacity",
+    "ALLOC-17": "replace-layer-shape",
+    "ALLOC-18": "clear-mint-point",
+    "ID-9": "hook-toggle",
+    "PLAN-18": "hook-toggle",
+    "PLAN-15": "key-cache-heads",
+    "PLAN-17": "key-params",
+    "SIG-14": "dtype-vocabulary",
+    "SIG-15": "width-overflow",
+}
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    """An implementation's own word, inert and short enough for one line of an error."""
+    shown = ascii(text)
+    return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(text)} characters)"
+
+
+#: A field type in a fixed per-family key schema (PLAN-17): a typed parameter, or a hook.
+PARAM_TYPES = ("u64", "f64", "str", "hook")
+
+
+@dataclass(frozen=True)
+class AdapterInfo:
+    """What an implementation says about itself (CONF-2, CONF-6, CONF-7)."""
+
+    name: str
+    version: str
+    language: str
+    classes: frozenset[str]
+    format_writes: int | None = 1
+    format_reads: frozenset[int] = frozenset({1})
+    #: Declared option values (CONF-6); an option not listed takes its default.
+    options: Mapping[str, str] = _field(default_factory=dict)
+    #: Capability: the raw byte fold is reachable (HASH-14).
+    raw_fold: bool = True
+    #: Capability: the dtype names the implementation's types can hold (SIG-14);
+    #: ``None`` when any name is held as a string.
+    dtypes: frozenset[str] | None = None
+    #: Capability, with ``plan_key_params: fixed``: per family, the parameters
+    #: the key holds and their types (PLAN-17).
+    key_schema: Mapping[str, Mapping[str, str]] | None = None
+    #: Capability: the width of the unsigned integers a block's counts are held in
+    #: (SIG-14): 64, or 32 for a reader whose counts are ``u32``.
+    uint_bits: int = 64
+
+    def declared_capabilities(self) -> dict[str, object]:
+        """The capabilities that differ from their defaults, in their wire form (CONF-7)."""
+        caps: dict[str, object] = {} if self.raw_fold else {"raw_fold": False}
+        if self.dtypes is not None:
+            caps["dtypes"] = sorted(self.dtypes)
+        if self.key_schema is not None:
+            caps["key_schema"] = {f: dict(p) for f, p in self.key_schema.items()}
+        if self.uint_bits != 64:
+            caps["uint_bits"] = self.uint_bits
+        return caps
+
+    def option(self, name: str) -> str:
+        """The value the implementation answers the option with (CONF-6)."""
+        return self.options.get(name, OPTIONS[name].default)
+
+    def problems(self) -> list[str]:
+        """What is wrong with this self-description (an adapter-start error if any)."""
+        found = []
+        for name, value in self.options.items():
+            spec = OPTIONS.get(name)
+            if spec is None:
+                known = ", ".join(OPTIONS)
+                found.append(f"options.{_shown(name)}: no such option (the options are {known})")
+            elif value not in spec.values:
+                found.append(
+                    f"options.{name}: {_shown(value)} is not one of {', '.join(spec.values)}"
+                )
+        if self.uint_bits not in (32, 64):
+            found.append(f"capabilities.uint_bits: {self.uint_bits!r} is not 32 or 64")
+        if self.dtypes is not None and "f32" not in self.dtypes:
+            found.append("capabilities.dtypes: must hold f32, the element type of profile v1")
+        fixed = self.option("plan_key_params") == "fixed"
+        if fixed and not self.key_schema:
+            found.append("options.plan_key_params is fixed but capabilities.key_schema is empty")
+        if not fixed and self.key_schema is not None:
+            found.append(
+                "capabilities.key_schema is given but options.plan_key_params is not fixed"
+            )
+        for family, params in (self.key_schema or {}).items():
+            for pname, ptype in params.items():
+                if ptype not in PARAM_TYPES:
+                    found.append(
+                        f"capabilities.key_schema.{_shown(family)}.{_shown(pname)}: "
+                        f"{_shown(ptype)} is not one of "
+                        f"{', '.join(PARAM_TYPES)}"
+                    )
+        return found
+
+
+# Outcomes of one operation -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ok:
+    """The operation succeeded, with its value (``None`` for operations without one)."""
+
+    value: object = None
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The operation was refused with a semantic error."""
+
+    fault: Fault
+
+
+@dataclass(frozen=True)
+class Broken:
+    """The adapter failed: an exception, a crash, a timeout, a malformed reply.
+
+    Never a conformance answer: a step that gets one fails, whatever it expected.
+    """
+
+    reason: str
+    detail: str = ""
+
+
+Outcome: TypeAlias = Ok | Refused | Broken
