@@ -72,7 +72,7 @@ def enc_str(text: str, length_format: str = "<Q") -> bytes:
 
 
 def op_bytes_payload(op: dict[str, Any]) -> bytes:
-    return bytes.fromhex(op["hex"]) * op.get("repeat", 1)
+    return bytes.fromhex(op["hex"]) * int(op.get("repeat", 1))
 
 
 def encode_op(op: dict[str, Any]) -> bytes:
@@ -157,13 +157,27 @@ def test_generator_check_passes() -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_generator_check_names_a_drifted_file(tmp_path: Path) -> None:
-    # A private copy of the vector files, so that tampering never touches the checkout.
-    repo = tmp_path / "repo"
-    (repo / "vectors").mkdir(parents=True)
+def copy_vectors(tmp_path: Path) -> Path:
+    """A private copy of the vector files, so that tampering never touches the checkout."""
+    folder = tmp_path / "vectors"
+    folder.mkdir()
     for name in FILES:
-        shutil.copy2(VECTORS_DIR / name, repo / "vectors" / name)
-    where = ("--vectors", str(repo / "vectors"))
+        shutil.copy2(VECTORS_DIR / name, folder / name)
+    return folder
+
+
+def write_doc(path: Path, doc: dict[str, Any]) -> None:
+    """Write a vector file the way the generator formats it."""
+    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def drift_lines(result: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("drifted:")]
+
+
+def test_generator_check_names_a_drifted_file(tmp_path: Path) -> None:
+    folder = copy_vectors(tmp_path)
+    where = ("--vectors", str(folder))
     no_tsv = str(tmp_path / "absent.tsv")
 
     # Without the published table the generator reads the rows back from the
@@ -171,12 +185,125 @@ def test_generator_check_names_a_drifted_file(tmp_path: Path) -> None:
     clean = run_generator(*where, "--check", "--tsv", no_tsv)
     assert clean.returncode == 0, clean.stderr
 
-    target = repo / "vectors" / "encoding.json"
-    target.write_text(target.read_text(encoding="utf-8").replace("qwen3", "qwen4", 1))
+    # An input edit (the program of encoding.str.ascii) leaves its expect stale.
+    target = folder / "encoding.json"
+    text = target.read_text(encoding="utf-8")
+    assert '"value": "qwen3"' in text
+    target.write_text(text.replace('"value": "qwen3"', '"value": "qwen4"', 1), encoding="utf-8")
     drifted = run_generator(*where, "--check", "--tsv", no_tsv)
     assert drifted.returncode == 1
-    assert "encoding.json" in drifted.stderr
+    lines = drift_lines(drifted)
+    assert len(lines) == 1, drifted.stderr
+    assert "encoding.json: encoding.str.ascii: expect" in lines[0]
     assert "fnv1a64-fold.json" not in drifted.stderr
+
+
+def test_generator_check_names_the_vector_whose_expect_drifted(tmp_path: Path) -> None:
+    folder = copy_vectors(tmp_path)
+    target = folder / "encoding.json"
+    doc = json.loads(target.read_text(encoding="utf-8"))
+    vec = next(v for v in doc["vectors"] if v["id"] == "encoding.f64.neg-zero")
+    right = vec["expect"][0]
+    vec["expect"] = ["0x0123456789abcdef"]
+    write_doc(target, doc)
+
+    drifted = run_generator("--vectors", str(folder), "--check")
+    assert drifted.returncode == 1
+    lines = drift_lines(drifted)
+    assert len(lines) == 1, drifted.stderr
+    assert "encoding.json: encoding.f64.neg-zero: expect" in lines[0]
+    assert "0x0123456789abcdef" in lines[0] and right in lines[0]
+
+    # Writing replaces the drifted value, and only that: the file is the committed one again.
+    fixed = run_generator("--vectors", str(folder))
+    assert fixed.returncode == 0, fixed.stderr
+    assert fixed.stdout.splitlines() == ["wrote vectors/encoding.json"]
+    assert target.read_bytes() == (VECTORS_DIR / "encoding.json").read_bytes()
+
+
+def test_generator_fills_in_the_expect_of_an_added_vector(tmp_path: Path) -> None:
+    folder = copy_vectors(tmp_path)
+    target = folder / "encoding.json"
+    doc = json.loads(target.read_text(encoding="utf-8"))
+    committed = json.loads(json.dumps(doc["vectors"]))
+    no_expect: dict[str, Any] = {
+        "id": "encoding.test.no-expect",
+        "ops": [
+            {"op": "str", "value": "kv"},
+            {"value": "18446744073709551615", "op": "u64"},  # fields out of order
+            {"op": "finish"},
+        ],
+        "catches": "nothing: an added vector with neither expect nor requires",
+    }
+    wrong_expect: dict[str, Any] = {
+        "id": "encoding.test.wrong-expect",
+        "ops": [
+            {"op": "present", "value": True},
+            {"op": "finish"},
+            {"op": "instance", "value": "9"},
+            {"op": "finish"},
+        ],
+        "expect": ["0x0000000000000000"],
+        "requires": ["HASH-9", "HASH-11", "HASH-1", "HASH-2", "HASH-3", "HASH-4", "HASH-5"],
+        "catches": "nothing: an added vector with a wrong expect",
+        "note": "Added by a test.",
+    }
+    doc["vectors"] += [no_expect, wrong_expect]
+    write_doc(target, doc)
+
+    drifted = run_generator("--vectors", str(folder), "--check")
+    assert drifted.returncode == 1
+    lines = drift_lines(drifted)
+    assert any("encoding.test.no-expect: expect missing" in line for line in lines), lines
+    assert any("encoding.test.wrong-expect: expect" in line for line in lines), lines
+    assert all("encoding.test." in line for line in lines), lines
+
+    written = run_generator("--vectors", str(folder))
+    assert written.returncode == 0, written.stderr
+    new = json.loads(target.read_text(encoding="utf-8"))
+    assert new["vectors"][: len(committed)] == committed  # the other vectors are untouched
+    got = {v["id"]: v for v in new["vectors"][len(committed) :]}
+    assert list(got) == ["encoding.test.no-expect", "encoding.test.wrong-expect"]
+    for vid, vec in got.items():
+        assert vec["expect"] == run_independent(vec["ops"]), vid
+    # Missing inputs are filled in; present ones are kept (in canonical order).
+    filled = got["encoding.test.no-expect"]
+    assert list(filled) == ["id", "ops", "expect", "requires", "catches"]
+    assert filled["ops"][1] == {"op": "u64", "value": "18446744073709551615"}
+    assert filled["requires"] == [f"HASH-{n}" for n in (1, 2, 3, 4, 5, 11, 12)]
+    kept = got["encoding.test.wrong-expect"]
+    assert list(kept) == ["id", "ops", "expect", "requires", "catches", "note"]
+    assert kept["requires"] == [f"HASH-{n}" for n in (1, 2, 3, 4, 5, 9, 11)]
+    assert kept["note"] == "Added by a test."
+    assert len(kept["expect"]) == 2
+    assert run_generator("--vectors", str(folder), "--check").returncode == 0
+
+
+def test_a_missing_encoding_file_is_reported_not_regenerated(tmp_path: Path) -> None:
+    folder = copy_vectors(tmp_path)
+    (folder / "encoding.json").unlink()
+    check = run_generator("--vectors", str(folder), "--check")
+    assert check.returncode == 1
+    assert "vectors/encoding.json: missing" in check.stderr
+    write = run_generator("--vectors", str(folder))
+    assert write.returncode == 1
+    assert "encoding.json: missing" in write.stderr
+    assert not (folder / "encoding.json").exists()
+
+
+def test_a_malformed_input_is_refused_naming_the_vector(tmp_path: Path) -> None:
+    folder = copy_vectors(tmp_path)
+    target = folder / "encoding.json"
+    doc = json.loads(target.read_text(encoding="utf-8"))
+    vec = next(v for v in doc["vectors"] if v["id"] == "encoding.u64.zero")
+    vec["ops"][0]["op"] = "u32"
+    write_doc(target, doc)
+    before = target.read_bytes()
+    for mode in (("--check",), ()):
+        result = run_generator("--vectors", str(folder), *mode)
+        assert result.returncode == 2, result.stderr
+        assert "encoding.json: encoding.u64.zero: unknown op 'u32'" in result.stderr
+    assert target.read_bytes() == before
 
 
 # ---------------------------------------------------------------------------

@@ -13,6 +13,8 @@ mod kv_cache;
 mod plan;
 mod protocol;
 mod signature;
+#[cfg(test)]
+mod vectors;
 mod verify;
 
 use std::io::{self, BufRead, Write};
