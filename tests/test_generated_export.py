@@ -24,6 +24,7 @@ from kvconform.differential.engine import PROPERTIES_BY_ID, Counterexample, run_
 from kvconform.harness import export
 from kvconform.harness.runner import run_case
 from kvconform.harness.scenario import load_scenario_file
+from kvconform.protocol import codec
 from kvconform.protocol import operations as ops
 from kvconform.protocol.driver import InProcessDriver
 from tests.mutants import all_mutants
@@ -57,15 +58,15 @@ def test_truncate_remints_counterexample_round_trip(tmp_path: Path) -> None:
     assert _replays(result.exported, TruncateRemints()) == ("passed", "failed")
     text = result.exported.read_text(encoding="utf-8")
     document = yaml.safe_load(text)
-    assert document["kvconform"] == "scenarios/1"
+    assert document["kvconform"] == "scenarios/2"
     (scenario,) = document["scenarios"]
     assert scenario["id"].startswith(f"{document['area']}.generated.")
     assert "TruncateRemints" in scenario["why"] and "seed 1" in scenario["why"]
     verbs = [next(iter(step)) for step in scenario["steps"]]
-    assert "truncate" in verbs
+    assert "cache_truncate" in verbs
     # the expectation is the reference's answer: a plan still valid, or ids still equal
     assert any(
-        (verb == "check" and step["check"]["expect"] == "valid")
+        (verb == "session_valid" and step["session_valid"]["expect"] == "valid")
         or verb == "same"
         or verb == "increasing"
         for verb, step in zip(verbs, scenario["steps"], strict=True)
@@ -119,7 +120,7 @@ _ID_READS = (ops.ModelInstanceId, ops.CacheAllocId)
 
 def _wire(program: tuple[ops.Op, ...] | list[ops.Op]) -> str:
     """The program as the wire sees it, without id reads (the compiler adds one per mint)."""
-    return json.dumps([ops.to_wire(op) for op in program if not isinstance(op, _ID_READS)])
+    return json.dumps([codec.to_wire(op) for op in program if not isinstance(op, _ID_READS)])
 
 
 def _round_trip(program: tuple[ops.Op, ...], directory: Path) -> None:

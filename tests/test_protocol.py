@@ -17,31 +17,24 @@ import pytest
 import kvconform
 from kvconform.adapters.reference import ReferenceAdapter, run_program
 from kvconform.harness import suite
-from kvconform.protocol import client as stdio
+from kvconform.protocol import codec, schemas
 from kvconform.protocol import operations as ops
 from kvconform.protocol.server import Server
 from kvconform.values import AdapterInfo, Broken, Fault, MixOp, Ok, Refused, Signature
 
 SPEC = suite.spec_dir() / "protocol.md"
-SCHEMA_DIR = suite.scenarios_dir().parent / "schema" / "protocol"
-CONTROL = ("hello", "reset", "hash_batch", "shutdown")
 
 
 def schema(name: str) -> dict[str, Any]:
-    return json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text(encoding="utf-8"))
+    return schemas.documents()[f"{name}.schema.json"]
 
 
 def validate(name: str, message: object) -> list[str]:
-    validator = jsonschema.Draft202012Validator(schema(name))
-    return [error.message for error in validator.iter_errors(message)]
+    return schemas.errors(name, message)
 
 
 def validate_result(op: str, value: object) -> list[str]:
-    root = schema("response")
-    validator = jsonschema.Draft202012Validator(
-        {"$defs": root["$defs"], "$ref": f"#/$defs/results/{op}"}
-    )
-    return [error.message for error in validator.iter_errors(value)]
+    return schemas.errors(f"ops/{op}#/$defs/result", value)
 
 
 def greeted(adapter: object | None = None) -> Server:
@@ -56,7 +49,7 @@ _SEQ = iter(range(1, 1 << 30))
 def ask(server: Server, request: dict[str, Any]) -> dict[str, Any]:
     """One request through the server's line interface; the response without its seq."""
     seq = next(_SEQ)
-    line = stdio.encode_line(seq, request)
+    line = codec.encode_line(seq, request)
     response = json.loads(server.handle_line(line[:-1]))
     assert response.pop("seq") == seq
     assert not validate("response", {"seq": seq, **response}), response
@@ -95,7 +88,7 @@ def test_every_protocol_requirement_is_covered_by_a_project_test() -> None:
 def test_the_operation_table_lists_every_operation() -> None:
     text = SPEC.read_text(encoding="utf-8")
     listed = set(re.findall(r"^\| `([a-z_]+)` \|", text, re.MULTILINE))
-    assert {*ops.OPERATIONS, *CONTROL} <= listed
+    assert {*ops.OPERATIONS, *ops.CONTROL} <= listed
 
 
 def example_session() -> list[tuple[str, str]]:
@@ -143,16 +136,17 @@ def test_the_example_session_validates_against_the_schemas() -> None:
 
 
 def test_the_schemas_are_valid_draft_2020_12() -> None:
-    for name in ("request", "response"):
-        document = schema(name)
-        assert document["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    for name, document in schemas.documents().items():
+        assert document["$schema"] == "https://json-schema.org/draft/2020-12/schema", name
+        assert document["$id"] == schemas.BASE + name
         jsonschema.Draft202012Validator.check_schema(document)
 
 
 def test_every_operation_has_a_request_schema_and_a_result_schema() -> None:
-    names = {*ops.OPERATIONS, *CONTROL}
-    assert set(schema("request")["$defs"]["requests"]) == names
-    assert set(schema("response")["$defs"]["results"]) == names
+    names = {*ops.OPERATIONS, *ops.CONTROL}
+    assert {n for n in schemas.documents() if n.startswith("ops/")} == {
+        f"ops/{name}.schema.json" for name in names
+    }
     assert set(schema("request")["properties"]["op"]["enum"]) == names
 
 
@@ -228,7 +222,7 @@ def test_result_schemas(op: str, value: object, valid: bool) -> None:
 
 def test_request_schemas_follow_to_wire() -> None:
     spec = ops.ModelSpec("llama", (("eps", -0.0), ("n", 3), ("act", "silu")), (("lora", True),))
-    message = ops.to_wire(ops.ModelNew("m", spec))
+    message = codec.to_wire(ops.ModelNew("m", spec))
     assert message["spec"]["params"] == {
         "eps": {"f64": "0x8000000000000000"},
         "n": {"u64": "3"},
@@ -246,14 +240,14 @@ def test_request_schemas_follow_to_wire() -> None:
 @pytest.mark.covers("PROTO-17")
 def test_u64_results_travel_as_decimal_strings() -> None:
     op = ops.CacheAllocId("c")
-    assert stdio.result_to_wire(op, (1 << 64) - 1) == {"ok": "18446744073709551615"}
-    assert stdio.result_from_wire(op, "18446744073709551615") == (1 << 64) - 1
+    assert codec.result_to_wire(op, (1 << 64) - 1) == {"ok": "18446744073709551615"}
+    assert codec.result_from_wire(op, "18446744073709551615") == (1 << 64) - 1
     for bad in (7, "-1", "18446744073709551616", "0x10", 7.0):
-        with pytest.raises(ops.WireError):
-            stdio.result_from_wire(op, bad)
+        with pytest.raises(codec.WireError):
+            codec.result_from_wire(op, bad)
     with pytest.raises(TypeError, match="unsigned 64-bit"):
-        stdio.result_to_wire(op, -1)
-    assert stdio.result_to_wire(ops.CacheLen("c"), 5) == {"ok": 5}
+        codec.result_to_wire(op, -1)
+    assert codec.result_to_wire(ops.CacheLen("c"), 5) == {"ok": 5}
 
 
 @pytest.mark.covers("PROTO-8", "PROTO-21", "PROTO-22", "PROTO-23", "PROTO-28")
@@ -268,7 +262,7 @@ def test_outcomes_of_the_four_forms_and_of_malformed_bodies() -> None:
         "dtype": "f32",
         "tokens": 3,
     }
-    assert stdio.outcome_of(op, {"seq": 1, "ok": signature}) == Ok(
+    assert codec.outcome_of(op, {"seq": 1, "ok": signature}) == Ok(
         Signature(1, "m", 1, 2, 4, "f32", 3)
     )
     error = {
@@ -278,11 +272,11 @@ def test_outcomes_of_the_four_forms_and_of_malformed_bodies() -> None:
         "values": {"expected": [2, 4], "found": [2, 8]},
         "message": "layer_shape 2 4 2 8",
     }
-    refused = stdio.outcome_of(op, {"seq": 1, "error": error})
+    refused = codec.outcome_of(op, {"seq": 1, "error": error})
     assert isinstance(refused, Refused)
     assert refused.fault.values == {"expected": (2, 4), "found": (2, 8)}
-    assert stdio.outcome_of(op, {"seq": 1, "failure": "boom"}) == Broken("boom")
-    unsupported = stdio.outcome_of(op, {"seq": 1, "unsupported": "not here"})
+    assert codec.outcome_of(op, {"seq": 1, "failure": "boom"}) == Broken("boom")
+    unsupported = codec.outcome_of(op, {"seq": 1, "unsupported": "not here"})
     assert isinstance(unsupported, Broken) and "unsupported" in unsupported.reason
     for bad in (
         {"seq": 1},
@@ -291,15 +285,15 @@ def test_outcomes_of_the_four_forms_and_of_malformed_bodies() -> None:
         {"seq": 1, "ok": "a signature"},
         {"seq": 1, "ok": {"format_version": 1}},
     ):
-        outcome = stdio.outcome_of(op, bad)
+        outcome = codec.outcome_of(op, bad)
         assert isinstance(outcome, Broken) and "malformed response to measure" in outcome.reason
 
 
 @pytest.mark.covers("PROTO-10")
 def test_the_handshake_description_round_trips_and_is_checked() -> None:
     info = ReferenceAdapter().describe()
-    assert stdio.info_from_wire(stdio.info_to_wire(info)) == info
-    good = stdio.info_to_wire(info)
+    assert codec.info_from_wire(codec.info_to_wire(info)) == info
+    good = codec.info_to_wire(info)
     for change, fragment in (
         ({"protocol": 2}, "protocol"),
         ({"classes": ["hash", "teleport"]}, "unknown class teleport"),
@@ -307,8 +301,8 @@ def test_the_handshake_description_round_trips_and_is_checked() -> None:
         ({"format": {"writes": 1}}, "reads"),
         ({"format": {"writes": "1", "reads": [1]}}, "writes"),
     ):
-        with pytest.raises(ops.WireError, match=fragment):
-            stdio.info_from_wire({**good, **change})
+        with pytest.raises(codec.WireError, match=fragment):
+            codec.info_from_wire({**good, **change})
 
 
 # The server ---------------------------------------------------------------------------
@@ -323,7 +317,7 @@ def test_the_server_handshake() -> None:
     refused = ask(server, {"op": "hello", "protocol": 2, "suite": "1.0.0"})
     assert "speaks protocol 1" in refused["failure"]
     answers = [ask(server, {"op": "hello", "protocol": 1, "suite": s}) for s in ("0.0.1", "9.9.9")]
-    assert answers[0] == answers[1] == {"ok": stdio.info_to_wire(server.info)}
+    assert answers[0] == answers[1] == {"ok": codec.info_to_wire(server.info)}
     assert not validate_result("hello", answers[0]["ok"])
 
 
@@ -449,8 +443,8 @@ def test_faults_of_python_adapters_keep_their_message() -> None:
     fault = Fault(
         "incompatible", "dtype", None, {"expected": "f32", "found": "f16"}, "dtype f16 f32"
     )
-    body = stdio.result_to_wire(ops.Verify(None, (), Signature(1, "m", 1, 1, 1, "f32", 0)), fault)
-    assert body == {"error": ops.fault_to_wire(fault)}
+    body = codec.result_to_wire(ops.Verify(None, (), Signature(1, "m", 1, 1, 1, "f32", 0)), fault)
+    assert body == {"error": codec.fault_to_wire(fault)}
     assert not validate("response", {"seq": 0, **body})
 
 
@@ -471,8 +465,8 @@ def test_faults_of_python_adapters_keep_their_message() -> None:
 )
 def test_a_bad_declaration_in_hello_is_one_clipped_line(extra: dict, fragment: str) -> None:
     """Declarations are validated field by field; adapter text is clipped and made inert."""
-    from kvconform.protocol import operations as wire_ops
-    from kvconform.protocol.client import info_from_wire
+    from kvconform.protocol import codec as wire_ops
+    from kvconform.protocol.codec import info_from_wire
 
     base = {
         "name": "x",

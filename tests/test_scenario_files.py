@@ -19,7 +19,7 @@ from kvconform.harness.yamlsource import SourceError
 REPO = Path(__file__).resolve().parent.parent
 
 GOOD_HEAD = """\
-kvconform: scenarios/1
+kvconform: scenarios/2
 area: demo
 scenarios:
   - id: demo.case.one
@@ -47,29 +47,34 @@ def _write(tmp_path: Path, text: str) -> Path:
             "new_cach",
         ),
         (
-            "      - new_cache: {as: c, n_layers: 0, n_kv_heads: 1, head_dim: 1, max_seq_len: 2}\n",
+            "      - cache_new: {as: c, n_layers: 0, n_kv_heads: 1, head_dim: 1, max_seq_len: 2}\n",
             11,
             "n_layers",
         ),
-        ("      - append: {cache: nowhere, tokens: 1}\n", 11, "no live cache named 'nowhere'"),
         (
-            "      - new_model: {as: m, family: llama}\n      - append: {cache: m, tokens: 1}\n",
+            "      - cache_append: {cache: nowhere, tokens: 1}\n",
+            11,
+            "no live cache named 'nowhere'",
+        ),
+        (
+            "      - model_new: {as: m, family: llama}\n"
+            "      - cache_append: {cache: m, tokens: 1}\n",
             12,
             "'m' is a model, not a cache",
         ),
         (
-            "      - new_model: {as: m, family: llama}\n"
-            "      - new_model: {as: m, family: llama}\n",
+            "      - model_new: {as: m, family: llama}\n"
+            "      - model_new: {as: m, family: llama}\n",
             12,
             "still live",
         ),
         (
-            "      - new_model: {as: m, family: llama, params: {eps: 1e-5}}\n",
+            "      - model_new: {as: m, family: llama, params: {eps: 1e-5}}\n",
             11,
             "reads as a number",
         ),
         ("      - same: [a, b]\n", 11, "no value named 'a'"),
-        ("      - check: {session: s, model: m, cache: c, expect: maybe}\n", 11, "maybe"),
+        ("      - session_valid: {session: s, model: m, cache: c, expect: maybe}\n", 11, "maybe"),
         ("      - verify: {recorded: null, payload: p, expected: e}\n", 11, "no payload named 'p'"),
     ],
 )
@@ -86,7 +91,7 @@ def test_a_bad_step_names_file_line_and_element(
 
 
 def test_yaml_syntax_errors_name_the_line(tmp_path: Path) -> None:
-    path = _write(tmp_path, GOOD_HEAD + "      - append: {cache: c, tokens: 1\n")
+    path = _write(tmp_path, GOOD_HEAD + "      - cache_append: {cache: c, tokens: 1\n")
     with pytest.raises(SourceError) as caught:
         load_scenario_file(path)
     assert "not valid YAML" in str(caught.value) and f"{path}:" in str(caught.value)
@@ -95,14 +100,35 @@ def test_yaml_syntax_errors_name_the_line(tmp_path: Path) -> None:
 def test_a_file_without_the_format_marker_is_refused(tmp_path: Path) -> None:
     path = _write(
         tmp_path,
-        GOOD_HEAD.replace("kvconform: scenarios/1", "kvconform: scenarios/9") + "      - drop: x\n",
+        GOOD_HEAD.replace("kvconform: scenarios/2", "kvconform: scenarios/9") + "      - drop: x\n",
     )
-    with pytest.raises(SourceError, match="scenarios/1"):
+    with pytest.raises(SourceError, match="scenarios/2"):
         load_scenario_file(path)
 
 
+def test_a_scenarios_1_file_reads_with_its_verbs_renamed(tmp_path: Path) -> None:
+    # Format 1 named eleven operations otherwise (new_cache for cache_new, check
+    # for session_valid, ...); such a file still loads, and an error in it still
+    # names its own line.
+    steps = (
+        "      - new_cache: {as: c, n_layers: 1, n_kv_heads: 1, head_dim: 1, max_seq_len: 8}\n"
+        "      - repeat:\n"
+        "          times: 2\n"
+        "          steps:\n"
+        "            - append: {cache: c, tokens: 1}\n"
+        "      - cache_len: {cache: c, expect: 2}\n"
+    )
+    legacy = GOOD_HEAD.replace("scenarios/2", "scenarios/1")
+    (case,) = load_scenario_file(_write(tmp_path, legacy + steps))
+    assert [op.name for op in case.program][:3] == ["cache_new", "cache_alloc_id", "cache_append"]
+    bad = legacy + steps.replace("tokens: 1", "tokens: -1")
+    with pytest.raises(SourceError) as caught:
+        load_scenario_file(_write(tmp_path, bad))
+    assert ":15" in str(caught.value) and "cache_append" in str(caught.value)
+
+
 def test_unknown_requirements_and_duplicate_ids_are_refused(tmp_path: Path) -> None:
-    steps = "      - new_cache: {as: c, n_layers: 1, n_kv_heads: 1, head_dim: 1, max_seq_len: 2}\n"
+    steps = "      - cache_new: {as: c, n_layers: 1, n_kv_heads: 1, head_dim: 1, max_seq_len: 2}\n"
     cases = load_scenario_file(_write(tmp_path, GOOD_HEAD.replace("ALLOC-5", "ALLOC-99") + steps))
     with pytest.raises(SourceError, match="unknown requirement ALLOC-99"):
         check_references(cases)

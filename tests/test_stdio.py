@@ -26,6 +26,7 @@ from kvconform.harness import suite
 from kvconform.harness.runner import CaseResult, run_cases
 from kvconform.harness.scenario import Case
 from kvconform.protocol import operations as ops
+from kvconform.protocol import schemas
 from kvconform.protocol.client import AdapterStartError, StdioDriver
 from kvconform.protocol.driver import InProcessDriver
 from kvconform.values import Broken, MixOp, Ok, Refused
@@ -33,7 +34,6 @@ from kvconform.values import Broken, MixOp, Ok, Refused
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 MISBEHAVING = FIXTURES / "misbehaving_adapter.py"
 SERVE = [sys.executable, "-m", "kvconform.serve"]
-SCHEMA_DIR = Path(suite.scenarios_dir()).parent / "schema" / "protocol"
 #: Generous bound for one test's run of adapter processes: a hang guard only.
 BOUND = 30.0
 
@@ -104,22 +104,18 @@ def test_the_reference_server_exits_zero_after_shutdown(suite_run: SuiteRun) -> 
     assert sent[-1]["op"] == "shutdown"
 
 
-def _validator(name: str) -> jsonschema.Draft202012Validator:
-    schema = json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text(encoding="utf-8"))
-    return jsonschema.Draft202012Validator(schema)
+def _validator(name: str) -> jsonschema.protocols.Validator:
+    return schemas.validator(name)
 
 
-def _result_validator(op: str) -> jsonschema.Draft202012Validator:
-    root = json.loads((SCHEMA_DIR / "response.schema.json").read_text(encoding="utf-8"))
-    return jsonschema.Draft202012Validator(
-        {"$defs": root["$defs"], "$ref": f"#/$defs/results/{op}"}
-    )
+def _result_validator(op: str) -> jsonschema.protocols.Validator:
+    return schemas.validator(f"ops/{op}#/$defs/result")
 
 
 @pytest.mark.covers("PROTO-8", "PROTO-10", "PROTO-17", "PROTO-18", "PROTO-19", "PROTO-21")
 def test_every_line_of_the_traffic_validates_against_the_schemas(suite_run: SuiteRun) -> None:
     requests, responses = _validator("request"), _validator("response")
-    results: dict[str, jsonschema.Draft202012Validator] = {}
+    results: dict[str, jsonschema.protocols.Validator] = {}
     pending: dict[int, str] = {}
     forms: set[str] = set()
     ops_seen: set[str] = set()

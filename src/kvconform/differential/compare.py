@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from kvconform.harness.checks import _canon, describe, show_error
+from kvconform.harness.checks import canonical_values, describe, show_error
+from kvconform.protocol import codec
 from kvconform.protocol import operations as ops
 from kvconform.values import Broken, ErrorValue, Ok, Outcome, Refused, Signature
 
@@ -204,7 +205,7 @@ def observation(outcome: Outcome) -> object:
         return ("ok", typed(outcome.value))
     if isinstance(outcome, Refused):
         f = outcome.fault
-        values = _canon(f.values)
+        values = canonical_values(f.values)
         return (
             "error",
             typed(f.kind),
@@ -280,7 +281,7 @@ def compare(
 
 def render_op(op: ops.Op, limit: int = 160) -> str:
     """One line for an operation, from its wire form: ``cache_append(cache=c1, tokens=3)``."""
-    wire = ops.to_wire(op)
+    wire = codec.to_wire(op)
     wire.pop("op")
     parts = [f"{name}={_compact(value)}" for name, value in wire.items()]
     text = f"{op.name}({', '.join(parts)})"

@@ -106,7 +106,7 @@ class ErrorIs:
         if not isinstance(outcome, Refused):
             return want, describe(outcome), ()
         fault = outcome.fault
-        got, wanted = _canon(fault.values), _canon(self.values)
+        got, wanted = canonical_values(fault.values), canonical_values(self.values)
         if (
             (fault.kind, fault.field) != (self.kind, self.field)
             or not strictly_equal(fault.layer, self.layer)
@@ -181,7 +181,7 @@ def strictly_equal(a: object, b: object) -> bool:
     return a == b
 
 
-def _canon(values: Mapping[str, ErrorValue]) -> dict[str, ErrorValue]:
+def canonical_values(values: Mapping[str, ErrorValue]) -> dict[str, ErrorValue]:
     return {k: tuple(v) if isinstance(v, list | tuple) else v for k, v in values.items()}
 
 

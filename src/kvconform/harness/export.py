@@ -2,7 +2,7 @@
 
 A counterexample found by the generated checks (:mod:`.generated`) is a program
 of operations and the reference's outcome for each. :func:`scenario_document`
-writes it as a scenario (format ``scenarios/1``) whose steps replay the program
+writes it as a scenario (format ``scenarios/2``) whose steps replay the program
 and whose expectations are the reference's answers:
 
 - a validity check expects ``valid`` or ``invalid``; a length read expects its value;
@@ -49,7 +49,7 @@ from kvconform.values import (
     Signature,
 )
 
-SCENARIO_FORMAT = "scenarios/1"
+SCENARIO_FORMAT = "scenarios/2"
 
 #: Error kinds whose field the kind implies; their ``expect_error`` carries no ``field``.
 _IMPLIED_FIELDS = {"unsupported_format": "format_version", "capacity_exceeded": "max_seq_len"}
@@ -259,27 +259,27 @@ class _Steps:
     # identity
 
     def _ModelNew(self, n: int, op: ops.ModelNew, value: object, fault: Fault | None) -> None:
-        self.step("new_model", {"as": op.handle, **_model(op.spec)})
+        self.step("model_new", {"as": op.handle, **_model(op.spec)})
 
     def _ModelReload(self, n: int, op: ops.ModelReload, value: object, fault: Fault | None) -> None:
-        self.step("reload_model", {"model": op.model, "as": op.handle})
+        self.step("model_reload", {"model": op.model, "as": op.handle})
 
     def _ModelSetHook(
         self, n: int, op: ops.ModelSetHook, value: object, fault: Fault | None
     ) -> None:
-        self.step("set_hook", {"model": op.model, "hook": op.hook, "present": op.present})
+        self.step("model_set_hook", {"model": op.model, "hook": op.hook, "present": op.present})
 
     def _ModelInstanceId(
         self, n: int, op: ops.ModelInstanceId, value: object, fault: Fault | None
     ) -> None:
         name = f"instance_{n}"
-        self.step("instance_id", {"model": op.model, "as": name})
+        self.step("model_instance_id", {"model": op.model, "as": name})
         self._read("instance", name, value)
 
     def _CacheNew(self, n: int, op: ops.CacheNew, value: object, fault: Fault | None) -> None:
         g = op.geometry
         self.step(
-            "new_cache",
+            "cache_new",
             {
                 "as": op.handle,
                 "n_layers": g.n_layers,
@@ -294,15 +294,15 @@ class _Steps:
         args: dict[str, Any] = {"cache": op.cache, "tokens": op.tokens}
         if fault is not None:
             args["expect_error"] = _error(fault)
-        self.step("append", args)
+        self.step("cache_append", args)
 
     def _CacheTruncate(
         self, n: int, op: ops.CacheTruncate, value: object, fault: Fault | None
     ) -> None:
-        self.step("truncate", {"cache": op.cache, "to": op.length})
+        self.step("cache_truncate", {"cache": op.cache, "to": op.length})
 
     def _CacheClear(self, n: int, op: ops.CacheClear, value: object, fault: Fault | None) -> None:
-        self.step("clear", {"cache": op.cache})
+        self.step("cache_clear", {"cache": op.cache})
 
     def _CacheReplaceLayer(
         self, n: int, op: ops.CacheReplaceLayer, value: object, fault: Fault | None
@@ -313,13 +313,13 @@ class _Steps:
                 args[name] = getattr(op, name)
         if fault is not None:
             args["expect_error"] = _error(fault)
-        self.step("replace_layer", args)
+        self.step("cache_replace_layer", args)
 
     def _CacheAllocId(
         self, n: int, op: ops.CacheAllocId, value: object, fault: Fault | None
     ) -> None:
         name = f"alloc_{n}"
-        self.step("alloc_id", {"cache": op.cache, "as": name})
+        self.step("cache_alloc_id", {"cache": op.cache, "as": name})
         self._read("alloc", name, value)
 
     def _CacheLen(self, n: int, op: ops.CacheLen, value: object, fault: Fault | None) -> None:
@@ -332,7 +332,7 @@ class _Steps:
 
     def _SessionNew(self, n: int, op: ops.SessionNew, value: object, fault: Fault | None) -> None:
         self.step(
-            "new_session",
+            "session_new",
             {"as": op.handle, "model": op.model, "cache": op.cache, "step_tokens": op.step_tokens},
         )
 
@@ -347,7 +347,7 @@ class _Steps:
             "mask": list(s.mask),
         }
         self.step(
-            "check",
+            "session_valid",
             {
                 "session": op.session,
                 "model": op.model,

@@ -1,8 +1,12 @@
 """Scenario files: loading, validation and compilation into cases.
 
-A scenario file (format ``scenarios/1``, schema ``schema/scenarios.schema.json``)
+A scenario file (format ``scenarios/2``, schema ``schema/scenarios.schema.json``)
 holds scenarios; each compiles into a :class:`Case`: a program of operations
-(:mod:`.ops`) and the checks that judge their outcomes (:mod:`.checks`).
+(:mod:`kvconform.protocol.operations`) and the checks that judge their outcomes
+(:mod:`.checks`). A step's verb is the name of the operation it performs (the
+protocol's ``op``), or one of the verbs that define values (``payload``,
+``signature``), assert relations (``same``, ``differ``, ``nonzero``,
+``increasing``) or repeat steps (``repeat``): see :func:`verbs`.
 Everything a reader can get wrong in a file -- a schema violation, a handle used
 before it is made, a value name used twice -- is a :class:`SourceError` that
 names the file, the line and the element.
@@ -90,9 +94,71 @@ class Case:
         return path.name
 
 
+#: Format ``scenarios/1`` named these operations otherwise; a file in that format
+#: is read as ``scenarios/2`` with its verbs renamed (nothing else changed meaning).
+LEGACY_VERBS = {
+    "new_model": "model_new",
+    "reload_model": "model_reload",
+    "set_hook": "model_set_hook",
+    "instance_id": "model_instance_id",
+    "new_cache": "cache_new",
+    "append": "cache_append",
+    "truncate": "cache_truncate",
+    "clear": "cache_clear",
+    "replace_layer": "cache_replace_layer",
+    "alloc_id": "cache_alloc_id",
+    "new_session": "session_new",
+    "check": "session_valid",
+}
+
+
+def verbs() -> tuple[str, ...]:
+    """Every verb a step may use."""
+    return tuple(sorted(name[3:] for name in vars(_Compiler) if name.startswith("_v_")))
+
+
+def migrate(document: Document) -> Document:
+    """A ``scenarios/1`` document as ``scenarios/2``: verbs renamed, lines kept."""
+    data = document.data
+    if not isinstance(data, dict) or data.get("kvconform") != "scenarios/1":
+        return document
+
+    def rename(steps: object) -> object:
+        if not isinstance(steps, list):
+            return steps
+        out = []
+        for step in steps:
+            if isinstance(step, dict) and len(step) == 1:
+                ((verb, args),) = step.items()
+                if verb == "repeat" and isinstance(args, dict):
+                    args = {**args, "steps": rename(args.get("steps"))}
+                step = {LEGACY_VERBS.get(verb, verb): args}
+            out.append(step)
+        return out
+
+    scenarios = data.get("scenarios")
+    if isinstance(scenarios, list):
+        scenarios = [
+            {**raw, "steps": rename(raw.get("steps"))} if isinstance(raw, dict) else raw
+            for raw in scenarios
+        ]
+    migrated = {**data, "kvconform": "scenarios/2", "scenarios": scenarios}
+
+    def key(path: PathKey) -> PathKey:
+        return tuple(
+            LEGACY_VERBS.get(part, part)
+            if isinstance(part, str) and i >= 2 and path[i - 2] == "steps"
+            else part
+            for i, part in enumerate(path)
+        )
+
+    lines = {key(path): line for path, line in document.lines.items()}
+    return Document(document.file, migrated, lines)
+
+
 def load_scenario_file(path: Path) -> list[Case]:
     """Load, validate and compile every scenario in one file."""
-    document = load_yaml(path)
+    document = migrate(load_yaml(path))
     validate(document, "scenarios")
     area = document.data["area"]
     cases = []
@@ -258,7 +324,7 @@ class _Compiler:
             )
         return raw
 
-    def _v_new_model(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
+    def _v_model_new(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         base = None
         if "like" in args:
             base = self.scope.models.get(args["like"])
@@ -270,18 +336,18 @@ class _Compiler:
         self._emit(ops.ModelNew(handle=args["as"], spec=spec), where)
         self._observe_id(ops.ModelInstanceId(model=args["as"]), where, "ID-1")
 
-    def _v_reload_model(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
+    def _v_model_reload(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         model = self._handle(args["model"], "model", (*at, "model"))
         self._bind_handle(args["as"], "model", (*at, "as"), it)
         self.scope.models[args["as"]] = self.scope.models[model]
         self._emit(ops.ModelReload(model=model, handle=args["as"]), where)
         self._observe_id(ops.ModelInstanceId(model=args["as"]), where, "ID-1")
 
-    def _v_set_hook(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
+    def _v_model_set_hook(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         model = self._handle(args["model"], "model", (*at, "model"))
         self._emit(ops.ModelSetHook(model=model, hook=args["hook"], present=args["present"]), where)
 
-    def _v_instance_id(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
+    def _v_model_instance_id(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         model = self._handle(args["model"], "model", (*at, "model"))
         index = self._emit(ops.ModelInstanceId(model=model), where)
         ref = ValueRef(args["as"], index)
@@ -302,7 +368,7 @@ class _Compiler:
             values["dtype"] = args["dtype"]
         return Geometry(**values)
 
-    def _v_new_cache(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
+    def _v_cache_new(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         base = None
         if "like" in args:
             base = self.scope.caches.get(args["like"])
@@ -314,22 +380,22 @@ class _Compiler:
         self._emit(ops.CacheNew(handle=args["as"], geometry=geometry), where)
         self._observe_id(ops.CacheAllocId(cache=args["as"]), where, "ALLOC-1")
 
-    def _v_append(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
+    def _v_cache_append(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
         expect = self._error(args["expect_error"]) if "expect_error" in args else None
         self._emit(ops.CacheAppend(cache=cache, tokens=args["tokens"]), where, expect)
 
-    def _v_truncate(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
+    def _v_cache_truncate(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
         expect = Refuses() if args.get("expect_refusal") else None
         self._emit(ops.CacheTruncate(cache=cache, length=args["to"]), where, expect)
 
-    def _v_clear(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
+    def _v_cache_clear(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
         self._emit(ops.CacheClear(cache=cache), where)
         self._observe_id(ops.CacheAllocId(cache=cache), where, "ALLOC-1")
 
-    def _v_replace_layer(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
+    def _v_cache_replace_layer(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
         expect: Expectation | None = None
         if "expect_error" in args:
@@ -368,7 +434,7 @@ class _Compiler:
             )
         return expect
 
-    def _v_alloc_id(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
+    def _v_cache_alloc_id(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
         index = self._emit(ops.CacheAllocId(cache=cache), where)
         ref = ValueRef(args["as"], index)
@@ -392,7 +458,7 @@ class _Compiler:
 
     # plan
 
-    def _v_new_session(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
+    def _v_session_new(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         model = self._handle(args["model"], "model", (*at, "model"))
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
         step_tokens = args.get("step_tokens", 1)
@@ -403,7 +469,7 @@ class _Compiler:
             where,
         )
 
-    def _v_check(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
+    def _v_session_valid(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         session = self._handle(args["session"], "session", (*at, "session"))
         model = self._handle(args["model"], "model", (*at, "model"))
         cache = self._handle(args["cache"], "cache", (*at, "cache"))

@@ -17,8 +17,7 @@ On POSIX, requests and responses go through non-blocking pipes and ``poll``
 on the calling thread (writing and reading interleave, so no pipe can fill up
 and deadlock); elsewhere a reader and a writer thread do the same.
 
-The wire codec of results and of the handshake lives here too, so the harness
-(this module) and the reference server (:mod:`.server`) share one definition.
+The wire form of requests, results and the handshake is :mod:`.codec`.
 """
 
 from __future__ import annotations
@@ -40,21 +39,16 @@ from dataclasses import dataclass
 from typing import IO, Any, Literal
 
 import kvconform
+from kvconform.protocol import codec
 from kvconform.protocol import operations as ops
 from kvconform.values import (
-    CLASSES,
     AdapterInfo,
     Broken,
-    Fault,
     MixOp,
     Ok,
     Outcome,
-    Refused,
-    Signature,
 )
 
-#: The protocol version this harness speaks (``hello.protocol``).
-PROTOCOL_VERSION = 1
 #: The longest line the harness accepts from an adapter, newline excluded.
 #: A longer line is a protocol fault ("oversized"), and is never held whole.
 MAX_LINE_BYTES = 16 * 1024 * 1024
@@ -67,254 +61,11 @@ MAX_FAILED_RESTARTS = 3
 #: The handshake gets at least this long: starting a process can be slow.
 MIN_START_TIMEOUT = 10.0
 
-#: The four response forms; exactly one appears next to ``seq``.
-RESPONSE_FORMS = ("ok", "error", "unsupported", "failure")
-
 Trace = Callable[[Literal["send", "recv"], bytes], None]
 
 
 class AdapterStartError(RuntimeError):
     """The adapter process could not be started or did not complete the handshake."""
-
-
-# Result codec ------------------------------------------------------------------
-
-ResultKind = Literal["null", "u64", "u64_list", "count", "bool", "signature"]
-
-#: What the ``ok`` value of each operation is on the wire.
-RESULT_KINDS: dict[type[ops.Op], ResultKind] = {
-    ops.Hash: "u64_list",
-    ops.ModelNew: "null",
-    ops.ModelReload: "null",
-    ops.ModelSetHook: "null",
-    ops.ModelInstanceId: "u64",
-    ops.CacheNew: "null",
-    ops.CacheAppend: "null",
-    ops.CacheTruncate: "null",
-    ops.CacheClear: "null",
-    ops.CacheReplaceLayer: "null",
-    ops.CacheAllocId: "u64",
-    ops.CacheLen: "count",
-    ops.PlanKey: "u64",
-    ops.SessionNew: "null",
-    ops.SessionValid: "bool",
-    ops.Drop: "null",
-    ops.Measure: "signature",
-    ops.Stamp: "signature",
-    ops.Verify: "signature",
-}
-
-
-def _is_u64(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 64
-
-
-def result_to_wire(op: ops.Op, value: object) -> dict[str, Any]:
-    """The response body (without ``seq``) for an adapter method's return value.
-
-    A :class:`~.values.Fault` becomes ``error``; any other value must have the
-    type the operation returns, or :class:`TypeError` names the mismatch.
-    """
-    if isinstance(value, Fault):
-        return {"error": ops.fault_to_wire(value)}
-    kind = RESULT_KINDS[type(op)]
-    if kind == "null":
-        return {"ok": None}
-    if kind == "u64":
-        if not _is_u64(value):
-            raise TypeError(f"{op.name} returned {value!r}, expected an unsigned 64-bit integer")
-        return {"ok": ops.u64_to_wire(value)}  # type: ignore[arg-type]
-    if kind == "u64_list":
-        if not isinstance(value, Sequence) or not all(_is_u64(v) for v in value):
-            raise TypeError(f"{op.name} returned {value!r}, expected unsigned 64-bit integers")
-        return {"ok": [ops.u64_to_wire(v) for v in value]}
-    if kind == "count":
-        if not _is_u64(value):
-            raise TypeError(f"{op.name} returned {value!r}, expected a non-negative integer")
-        return {"ok": value}
-    if kind == "bool":
-        if not isinstance(value, bool):
-            raise TypeError(f"{op.name} returned {value!r}, expected true or false")
-        return {"ok": value}
-    if not isinstance(value, Signature):
-        raise TypeError(f"{op.name} returned {value!r}, expected a signature or a fault")
-    return {"ok": ops.signature_to_wire(value)}
-
-
-def result_from_wire(op: ops.Op, raw: object) -> object:
-    """The Python value of an ``ok`` response to ``op``; :class:`~.ops.WireError` if malformed."""
-    kind = RESULT_KINDS[type(op)]
-    where = f"{op.name} result"
-    if kind == "null":
-        if raw is not None:
-            raise ops.WireError(f"{where}: expected null, got {_clip(repr(raw))}")
-        return None
-    if kind == "u64":
-        return ops.u64_from_wire(raw, where)
-    if kind == "u64_list":
-        if not isinstance(raw, list):
-            raise ops.WireError(
-                f"{where}: expected a list of decimal strings, got {_clip(repr(raw))}"
-            )
-        return tuple(ops.u64_from_wire(v, f"{where}[{i}]") for i, v in enumerate(raw))
-    if kind == "count":
-        if not isinstance(raw, int) or isinstance(raw, bool) or raw < 0:
-            raise ops.WireError(f"{where}: expected a non-negative integer, got {_clip(repr(raw))}")
-        return raw
-    if kind == "bool":
-        if not isinstance(raw, bool):
-            raise ops.WireError(f"{where}: expected true or false, got {_clip(repr(raw))}")
-        return raw
-    return ops.signature_from_wire(raw, where)
-
-
-def outcome_of(op: ops.Op, response: Mapping[str, Any]) -> Outcome:
-    """The outcome a well-sequenced response gives ``op`` (a malformed body is Broken)."""
-    forms = [key for key in response if key != "seq"]
-    if len(forms) != 1 or forms[0] not in RESPONSE_FORMS:
-        return Broken(
-            f"malformed response to {op.name}: expected 'seq' and exactly one of "
-            f"{', '.join(RESPONSE_FORMS)}; got members {sorted(response)}"
-        )
-    form = forms[0]
-    body = response[form]
-    try:
-        if form == "ok":
-            value = result_from_wire(op, body)
-            return Ok(value)
-        if form == "error":
-            return Refused(ops.fault_from_wire(body, "error"))
-    except ops.WireError as exc:
-        return Broken(f"malformed response to {op.name}: {exc}")
-    text = body if isinstance(body, str) else json.dumps(body)
-    if form == "unsupported":
-        return Broken(f"the adapter answered unsupported to {op.name}: {text}")
-    return Broken(text if text else f"the adapter answered failure to {op.name} (no message)")
-
-
-# Handshake codec ---------------------------------------------------------------
-
-
-def hello_request(suite: str = kvconform.SUITE_VERSION) -> dict[str, Any]:
-    return {"op": "hello", "protocol": PROTOCOL_VERSION, "suite": suite}
-
-
-def info_to_wire(info: AdapterInfo) -> dict[str, Any]:
-    """The ``ok`` value of a ``hello`` response."""
-    return {
-        "name": info.name,
-        "version": info.version,
-        "language": info.language,
-        "protocol": PROTOCOL_VERSION,
-        "classes": sorted(info.classes),
-        "format": {"writes": info.format_writes, "reads": sorted(info.format_reads)},
-        # Declarations are optional on the wire (PROTO-30): what is left out is the default.
-        **({"options": dict(info.options)} if info.options else {}),
-        **({"capabilities": caps} if (caps := info.declared_capabilities()) else {}),
-    }
-
-
-def info_from_wire(raw: object) -> AdapterInfo:
-    """An adapter's self-description from its ``hello`` answer; :class:`~.ops.WireError` if bad."""
-    if not isinstance(raw, Mapping):
-        raise ops.WireError(f"hello result: expected an object, got {_clip(repr(raw))}")
-    for name in ("name", "version", "language"):
-        if not isinstance(raw.get(name), str) or not raw[name]:
-            raise ops.WireError(f"hello result.{name}: expected a non-empty string")
-    if raw.get("protocol") != PROTOCOL_VERSION:
-        raise ops.WireError(
-            f"hello result.protocol: the harness speaks protocol {PROTOCOL_VERSION}, "
-            f"the adapter answered {raw.get('protocol')!r}"
-        )
-    classes = raw.get("classes")
-    if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
-        raise ops.WireError("hello result.classes: expected a list of class names")
-    unknown = sorted(set(classes) - set(CLASSES))
-    if unknown:
-        raise ops.WireError(
-            f"hello result.classes: unknown class {', '.join(unknown)} "
-            f"(the classes are {', '.join(CLASSES)})"
-        )
-    fmt = raw.get("format")
-    if not isinstance(fmt, Mapping):
-        raise ops.WireError("hello result.format: expected {writes, reads}")
-    writes = fmt.get("writes")
-    reads = fmt.get("reads")
-    if writes is not None and (not isinstance(writes, int) or isinstance(writes, bool)):
-        raise ops.WireError("hello result.format.writes: expected an integer or null")
-    if not isinstance(reads, list) or not all(
-        isinstance(v, int) and not isinstance(v, bool) for v in reads
-    ):
-        raise ops.WireError("hello result.format.reads: expected a list of integers")
-    options = raw.get("options", {})
-    if not isinstance(options, Mapping) or not all(isinstance(v, str) for v in options.values()):
-        raise ops.WireError("hello result.options: expected an object of option names to strings")
-    caps = raw.get("capabilities", {})
-    if not isinstance(caps, Mapping):
-        raise ops.WireError("hello result.capabilities: expected an object")
-    unknown_caps = sorted(set(caps) - {"raw_fold", "dtypes", "key_schema", "uint_bits"})
-    if unknown_caps:
-        raise ops.WireError(
-            f"hello result.capabilities: unknown capability {', '.join(unknown_caps)} "
-            "(the capabilities are raw_fold, dtypes, key_schema, uint_bits)"
-        )
-    uint_bits = caps.get("uint_bits", 64)
-    if uint_bits not in (32, 64) or isinstance(uint_bits, bool):
-        raise ops.WireError("hello result.capabilities.uint_bits: expected 32 or 64")
-    raw_fold = caps.get("raw_fold", True)
-    if not isinstance(raw_fold, bool):
-        raise ops.WireError("hello result.capabilities.raw_fold: expected true or false")
-    dtypes = caps.get("dtypes")
-    if dtypes is not None and (
-        not isinstance(dtypes, list) or not all(isinstance(d, str) for d in dtypes)
-    ):
-        raise ops.WireError("hello result.capabilities.dtypes: expected a list of dtype names")
-    schema = caps.get("key_schema")
-    if schema is not None and (
-        not isinstance(schema, Mapping)
-        or not all(
-            isinstance(p, Mapping) and all(isinstance(t, str) for t in p.values())
-            for p in schema.values()
-        )
-    ):
-        raise ops.WireError(
-            "hello result.capabilities.key_schema: expected {family: {parameter: type}}"
-        )
-    info = AdapterInfo(
-        name=raw["name"],
-        version=raw["version"],
-        language=raw["language"],
-        classes=frozenset(classes),
-        format_writes=writes,
-        format_reads=frozenset(reads),
-        options=dict(options),
-        raw_fold=raw_fold,
-        dtypes=None if dtypes is None else frozenset(dtypes),
-        key_schema=None if schema is None else {f: dict(p) for f, p in schema.items()},
-        uint_bits=uint_bits,
-    )
-    problems = info.problems()
-    if problems:
-        raise ops.WireError(f"hello result.{problems[0]}")
-    return info
-
-
-def _clip(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
-
-
-_ENCODER = json.JSONEncoder(separators=(",", ":"))
-_DECODE = json.JSONDecoder().decode
-
-
-def encode_line(seq: int | None, message: Mapping[str, Any]) -> bytes:
-    """One request or response line: ``seq`` first, compact JSON, ASCII only, newline.
-
-    ASCII only (``\\u`` escapes) so that any string, even one holding an unpaired
-    surrogate (HASH-13), can be written; :class:`TypeError` or :class:`ValueError`
-    if ``message`` holds something JSON cannot carry.
-    """
-    return (_ENCODER.encode({"seq": seq, **message}) + "\n").encode("ascii")
 
 
 # The adapter process -------------------------------------------------------------
@@ -713,7 +464,7 @@ class StdioDriver:
         proc = _AdapterProcess(self.argv, self.transport, self.max_line_bytes, self.env)
         command = shlex.join(self.argv)
         try:
-            self._send(proc, [hello_request()])
+            self._send(proc, [codec.hello_request()])
             try:
                 response = self._receive(proc, 0, "hello", self.start_timeout)
             except _Fault as fault:
@@ -725,18 +476,18 @@ class StdioDriver:
                 raise AdapterStartError(
                     f"the adapter {command} answered hello with a malformed response: "
                     f"members {sorted(response)}, expected seq and exactly one of "
-                    f"{', '.join(RESPONSE_FORMS)}"
+                    f"{', '.join(codec.RESPONSE_FORMS)}"
                 )
             if set(response) != {"seq", "ok"}:
                 form = next((k for k in response if k != "seq"), "nothing")
                 raise AdapterStartError(
                     f"the adapter {command} refused the handshake "
-                    f"(protocol {PROTOCOL_VERSION}, suite {kvconform.SUITE_VERSION}): "
-                    f"{form}: {_clip(str(response.get(form, '')), 500)}"
+                    f"(protocol {codec.PROTOCOL_VERSION}, suite {kvconform.SUITE_VERSION}): "
+                    f"{form}: {codec.clip(str(response.get(form, '')), 500)}"
                 )
             try:
-                info = info_from_wire(response["ok"])
-            except ops.WireError as exc:
+                info = codec.info_from_wire(response["ok"])
+            except codec.WireError as exc:
                 raise AdapterStartError(
                     f"the adapter {command} answered hello with a malformed description: {exc}"
                 ) from None
@@ -792,7 +543,7 @@ class StdioDriver:
         Handles made by ``call`` stay live until the next :meth:`run` ends (its
         ``reset`` drops them). A fault kills the adapter as in :meth:`run`.
         """
-        return self._single(op, op.name, lambda response: outcome_of(op, response))
+        return self._single(op, op.name, lambda response: codec.outcome_of(op, response))
 
     def _single(
         self,
@@ -804,7 +555,7 @@ class StdioDriver:
         if isinstance(proc, Broken):
             return proc
         seq = proc.next_seq
-        self._send(proc, [ops.to_wire(message) if isinstance(message, ops.Op) else message])
+        self._send(proc, [codec.to_wire(message) if isinstance(message, ops.Op) else message])
         try:
             response = self._receive(proc, seq, name, self.timeout)
         except _Fault as fault:
@@ -818,7 +569,7 @@ class StdioDriver:
         An adapter that answers ``unsupported`` is asked program by program instead.
         """
         requests = [ops.Hash(tuple(p)) for p in programs]
-        wire = {"op": "hash_batch", "programs": [ops.to_wire(r)["program"] for r in requests]}
+        wire = {"op": "hash_batch", "programs": [codec.to_wire(r)["program"] for r in requests]}
 
         def judge(response: dict[str, Any]) -> Outcome:
             forms = set(response) - {"seq"}
@@ -830,10 +581,13 @@ class StdioDriver:
             if forms != {"ok"} or not isinstance(body, list) or len(body) != len(requests):
                 return Broken(
                     f"malformed response to hash_batch: expected 'ok' with {len(requests)} "
-                    f"lists of decimal strings, got {_clip(json.dumps(response))}"
+                    f"lists of decimal strings, got {codec.clip(json.dumps(response))}"
                 )
             return Ok(
-                tuple(outcome_of(r, {"ok": raw}) for r, raw in zip(requests, body, strict=True))
+                tuple(
+                    codec.outcome_of(r, {"ok": raw})
+                    for r, raw in zip(requests, body, strict=True)
+                )
             )
 
         result = self._single(wire, "hash_batch", judge)
@@ -846,7 +600,7 @@ class StdioDriver:
 
     def _exchange(self, proc: _AdapterProcess, program: Sequence[ops.Op]) -> _Exchange:
         first = proc.next_seq
-        self._send(proc, [*(ops.to_wire(op) for op in program), {"op": "reset"}])
+        self._send(proc, [*(codec.to_wire(op) for op in program), {"op": "reset"}])
         outcomes: list[Outcome] = []
         for index, op in enumerate(program):
             try:
@@ -855,7 +609,7 @@ class StdioDriver:
                 reason = self._explain(proc, fault, first + index, op.name, self.timeout)
                 outcomes += [Broken(reason, fault.raw)] * (len(program) - index)
                 return _Exchange(outcomes, reason)
-            outcomes.append(outcome_of(op, response))
+            outcomes.append(codec.outcome_of(op, response))
         try:
             response = self._receive(proc, first + len(program), "reset", self.timeout)
         except _Fault as fault:
@@ -863,7 +617,7 @@ class StdioDriver:
             return _Exchange(outcomes, self._explain(proc, fault, reset_seq, "reset", self.timeout))
         if response != {"seq": first + len(program), "ok": None}:
             proc.kill()
-            what = f"the adapter answered reset with {_clip(str(response))}; it was restarted"
+            what = f"the adapter answered reset with {codec.clip(str(response))}; it was restarted"
             self.incidents.append(what)
             return _Exchange(outcomes, what)
         return _Exchange(outcomes)
@@ -871,7 +625,7 @@ class StdioDriver:
     def _send(self, proc: _AdapterProcess, messages: Sequence[Mapping[str, Any]]) -> None:
         lines = []
         for message in messages:
-            lines.append(encode_line(proc.next_seq, message))
+            lines.append(codec.encode_line(proc.next_seq, message))
             proc.next_seq += 1
         if self.trace is not None:
             for line in lines:
@@ -884,17 +638,17 @@ class StdioDriver:
         if self.trace is not None:
             self.trace("recv", line)
         try:
-            response = _DECODE(line.decode("utf-8"))
+            response = codec.decode_line(line)
         except ValueError as exc:  # UnicodeDecodeError is a ValueError too
-            raise _Fault("garbage", str(exc), _clip(repr(line), 2000)) from None
+            raise _Fault("garbage", str(exc), codec.clip(repr(line), 2000)) from None
         if not isinstance(response, dict) or "seq" not in response:
-            raise _Fault("no-seq", "", _clip(repr(line), 2000))
+            raise _Fault("no-seq", "", codec.clip(repr(line), 2000))
         got = response["seq"]
         if got is None and set(response) == {"seq", "failure"}:
             # An adapter that could not read a request at all answers it with seq null.
             return response
         if got != seq or isinstance(got, bool):
-            raise _Fault("seq", repr(got), _clip(repr(line), 2000))
+            raise _Fault("seq", repr(got), codec.clip(repr(line), 2000))
         return response
 
     def _explain(
@@ -926,12 +680,12 @@ class StdioDriver:
         elif fault.what == "garbage":
             what = (
                 f"the adapter wrote a line that is not JSON ({fault.info}) where the harness "
-                f"awaited {waiting}: {_clip(fault.raw, 300)}"
+                f"awaited {waiting}: {codec.clip(fault.raw, 300)}"
             )
         elif fault.what == "no-seq":
             what = (
                 f"the adapter wrote a line that is not a response object with a 'seq' where "
-                f"the harness awaited {waiting}: {_clip(fault.raw, 300)}"
+                f"the harness awaited {waiting}: {codec.clip(fault.raw, 300)}"
             )
         else:
             what = (

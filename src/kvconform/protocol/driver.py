@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from kvconform.protocol import operations as ops
@@ -29,7 +29,7 @@ class UnknownHandle(LookupError):
     pass
 
 
-class _Handles:
+class Handles:
     """The harness side of handle names: name -> the adapter's object."""
 
     def __init__(self) -> None:
@@ -51,48 +51,36 @@ class _Handles:
         return list(self._objects)
 
 
-def _bind(handles: _Handles, name: str, obj: Any) -> None:
-    handles.bind(name, obj)
+def call(adapter: Any, handles: Handles, op: ops.Op) -> Any:
+    """Run ``op`` on a Python adapter, as its row of the operation table says.
+
+    The adapter method named like the operation gets the operation's fields in
+    order, each handle resolved to its object; what the method returns is bound
+    to the new handle's name, if the operation creates one (the result is then
+    null), and a released handle is forgotten after the call.
+    """
+    spec = ops.BY_CLASS[type(op)]
+    args = [
+        handles[getattr(op, f.name)] if f.kind in ("handle", "released") else getattr(op, f.name)
+        for f in spec.arguments
+    ]
+    value = getattr(adapter, spec.method)(*args)
+    del args
+    if spec.binds is not None:
+        handles.bind(getattr(op, spec.binds), value)
+        return None
+    if spec.releases:
+        for name in spec.releases:
+            handles.release(getattr(op, name))
+        gc.collect(0)  # the youngest generation: enough for cycles a drop just freed, and cheap
+    if spec.result == "u64_list" and not isinstance(value, Fault):
+        return tuple(value)
+    return value
 
 
-def _drop(adapter: Any, handles: _Handles, name: str) -> None:
-    obj = handles[name]
-    adapter.drop(obj)
-    handles.release(name)
-    del obj
-    gc.collect(0)  # the youngest generation: enough for cycles a drop just freed, and cheap
-
-
-_Handler = Callable[[Any, _Handles, Any], Any]
-
-#: One entry per operation: how it is dispatched to a Python adapter.
-DISPATCH: dict[type[ops.Op], _Handler] = {
-    ops.Hash: lambda a, h, op: tuple(a.hash(op.program)),
-    ops.ModelNew: lambda a, h, op: _bind(h, op.handle, a.model_new(op.spec)),
-    ops.ModelReload: lambda a, h, op: _bind(h, op.handle, a.model_reload(h[op.model])),
-    ops.ModelSetHook: lambda a, h, op: a.model_set_hook(h[op.model], op.hook, op.present),
-    ops.ModelInstanceId: lambda a, h, op: a.model_instance_id(h[op.model]),
-    ops.CacheNew: lambda a, h, op: _bind(h, op.handle, a.cache_new(op.geometry)),
-    ops.CacheAppend: lambda a, h, op: a.cache_append(h[op.cache], op.tokens),
-    ops.CacheTruncate: lambda a, h, op: a.cache_truncate(h[op.cache], op.length),
-    ops.CacheClear: lambda a, h, op: a.cache_clear(h[op.cache]),
-    ops.CacheReplaceLayer: lambda a, h, op: a.cache_replace_layer(
-        h[op.cache], op.layer, op.n_kv_heads, op.head_dim, op.max_seq_len
-    ),
-    ops.CacheAllocId: lambda a, h, op: a.cache_alloc_id(h[op.cache]),
-    ops.CacheLen: lambda a, h, op: a.cache_len(h[op.cache]),
-    ops.PlanKey: lambda a, h, op: a.plan_key(op.identity),
-    ops.SessionNew: lambda a, h, op: _bind(
-        h, op.handle, a.session_new(h[op.model], h[op.cache], op.step_tokens)
-    ),
-    ops.SessionValid: lambda a, h, op: a.session_valid(
-        h[op.session], h[op.model], h[op.cache], op.step
-    ),
-    ops.Drop: lambda a, h, op: _drop(a, h, op.handle),
-    ops.Measure: lambda a, h, op: a.measure(op.model, op.payload),
-    ops.Stamp: lambda a, h, op: a.stamp(op.model, op.payload),
-    ops.Verify: lambda a, h, op: a.verify(op.recorded, op.payload, op.expected),
-}
+def release(adapter: Any, handles: Handles, name: str) -> None:
+    """Drop one live handle, as a ``drop`` operation would."""
+    call(adapter, handles, ops.Drop(name))
 
 
 # Outcomes without a payload are shared constants: the harness allocates nothing
@@ -119,19 +107,19 @@ class InProcessDriver:
         self.info = info
 
     def run(self, program: Sequence[ops.Op]) -> list[Outcome]:
-        handles = _Handles()
+        handles = Handles()
         try:
             return [self._one(handles, op) for op in program]
         finally:
             for name in reversed(handles.names()):
                 try:
-                    _drop(self.adapter, handles, name)
+                    release(self.adapter, handles, name)
                 except Exception:
                     handles.release(name)
 
-    def _one(self, handles: _Handles, op: ops.Op) -> Outcome:
+    def _one(self, handles: Handles, op: ops.Op) -> Outcome:
         try:
-            value = DISPATCH[type(op)](self.adapter, handles, op)
+            value = call(self.adapter, handles, op)
         except UnknownHandle as exc:
             return Broken(str(exc))
         except Exception as exc:

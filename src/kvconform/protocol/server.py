@@ -3,19 +3,17 @@
     python -m kvconform.serve                                  # the reference
     python -m kvconform.serve --adapter mypkg.adapter:make     # any Python adapter
 
-Requests are decoded with :func:`.ops.from_wire` and dispatched through the
-same table as the in-process driver (:data:`.driver.DISPATCH`), with handles
-kept by name, so an adapter behaves the same in process and over stdio.
-Results and handshake use the codec of :mod:`.stdio`. While serving, file
-descriptor 1 and ``sys.stdout`` lead to stderr, so a stray ``print`` in an
-adapter cannot corrupt the protocol stream.
+Requests are decoded by :mod:`.codec` and dispatched by the in-process
+driver's :func:`.driver.call` (both derived from the operation table), with
+handles kept by name, so an adapter behaves the same in process and over
+stdio. While serving, file descriptor 1 and ``sys.stdout`` lead to stderr, so
+a stray ``print`` in an adapter cannot corrupt the protocol stream.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import sys
 import time
@@ -27,15 +25,16 @@ import kvconform
 from kvconform.adapters import DEFAULT_ADAPTER, AdapterSpecError, load_adapter
 from kvconform.protocol import operations as ops
 from kvconform.protocol.adapter import Adapter
-from kvconform.protocol.client import (
+from kvconform.protocol.codec import (
     PROTOCOL_VERSION,
+    WireError,
+    decode_line,
     encode_line,
+    from_wire,
     info_to_wire,
     result_to_wire,
 )
-from kvconform.protocol.driver import DISPATCH, UnknownHandle, _drop, _Handles
-
-_DECODE = json.JSONDecoder().decode
+from kvconform.protocol.driver import Handles, UnknownHandle, call, release
 
 #: Responses are written at least this often while a batch of requests is worked through.
 FLUSH_INTERVAL = 0.05
@@ -51,14 +50,14 @@ class Server:
     def __init__(self, adapter: Adapter) -> None:
         self.adapter = adapter
         self.info = adapter.describe()
-        self.handles = _Handles()
+        self.handles = Handles()
         self.greeted = False
         #: Set once ``shutdown`` has been answered: the caller exits.
         self.finished = False
 
     def handle_line(self, line: bytes) -> bytes:
         try:
-            request = _DECODE(line.decode("utf-8"))
+            request = decode_line(line)
         except ValueError as exc:  # UnicodeDecodeError is a ValueError too
             return encode_line_or_failure(None, {"failure": f"the request is not JSON: {exc}"})
         seq = request.get("seq") if isinstance(request, dict) else None
@@ -85,14 +84,14 @@ class Server:
                 return {"ok": None}
             if name == "hash_batch":
                 return self._hash_batch(request)
-            cls = ops.OPERATIONS.get(name) if isinstance(name, str) else None
-            if cls is None:
+            spec = ops.BY_NAME.get(name) if isinstance(name, str) else None
+            if spec is None:
                 return {"failure": f"unknown operation {name!r}"}
-            if cls.needs not in self.info.classes:
-                return {"unsupported": self._undeclared(name, cls.needs)}
-            op = ops.from_wire(request)
-            return result_to_wire(op, DISPATCH[cls](self.adapter, self.handles, op))
-        except ops.WireError as exc:
+            if spec.needs not in self.info.classes:
+                return {"unsupported": self._undeclared(spec.name, spec.needs)}
+            op = from_wire(request)
+            return result_to_wire(op, call(self.adapter, self.handles, op))
+        except WireError as exc:
             return {"failure": f"malformed {name} request: {exc}"}
         except UnknownHandle as exc:
             return {"failure": str(exc)}
@@ -118,15 +117,15 @@ class Server:
             return {"unsupported": self._undeclared("hash_batch", "hash")}
         programs = request.get("programs")
         if not isinstance(programs, list):
-            raise ops.WireError("hash_batch.programs: expected a list of programs")
+            raise WireError("hash_batch.programs: expected a list of programs")
         results = []
         for index, program in enumerate(programs):
             try:
-                op = ops.from_wire({"op": "hash", "program": program})
-            except ops.WireError as exc:
-                raise ops.WireError(f"programs[{index}]: {exc}") from None
+                op = from_wire({"op": "hash", "program": program})
+            except WireError as exc:
+                raise WireError(f"programs[{index}]: {exc}") from None
             try:
-                value = DISPATCH[ops.Hash](self.adapter, self.handles, op)
+                value = call(self.adapter, self.handles, op)
             except Exception as exc:
                 traceback.print_exc(file=sys.stderr)
                 return {
@@ -139,7 +138,7 @@ class Server:
         """Drop every live handle, newest first (the end of a program)."""
         for name in reversed(self.handles.names()):
             try:
-                _drop(self.adapter, self.handles, name)
+                release(self.adapter, self.handles, name)
             except Exception:
                 traceback.print_exc(file=sys.stderr)
                 self.handles.release(name)

@@ -1,0 +1,625 @@
+"""The wire form of everything that crosses the stdio protocol (spec/protocol.md).
+
+Operations travel field by field, each field by its kind in the operation
+table (:mod:`.operations`); results by the operation's result kind; the
+handshake as an :class:`~kvconform.values.AdapterInfo`. Every 64-bit integer
+travels as a decimal string and every keyed binary64 float as its bit pattern
+(``"0x"`` + 16 hex digits), so no JSON parser loses precision. The harness
+(:mod:`.client`) and the reference server (:mod:`.server`) share this one
+definition.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import kvconform
+from kvconform.protocol.operations import BY_CLASS, BY_NAME, FieldKind, Op
+from kvconform.values import (
+    CLASSES,
+    AdapterInfo,
+    Broken,
+    Fault,
+    Geometry,
+    LayerDesc,
+    MixOp,
+    ModelSpec,
+    Ok,
+    Outcome,
+    Param,
+    Payload,
+    PlanIdentity,
+    Refused,
+    Signature,
+    StepInputs,
+)
+
+#: The protocol version this harness speaks (``hello.protocol``).
+PROTOCOL_VERSION = 1
+#: The four response forms; exactly one appears next to ``seq``.
+RESPONSE_FORMS = ("ok", "error", "unsupported", "failure")
+
+
+
+class WireError(ValueError):
+    """A message that does not have the shape the protocol gives it."""
+
+
+# Values ---------------------------------------------------------------------------
+
+
+def u64_to_wire(value: int) -> str:
+    return str(value)
+
+
+def u64_from_wire(value: object, where: str) -> int:
+    if not isinstance(value, str) or not value.isdigit():
+        raise WireError(f"{where}: expected a decimal string, got {value!r}")
+    number = int(value)
+    if number >= 1 << 64:
+        raise WireError(f"{where}: {value} does not fit in 64 bits")
+    return number
+
+
+def bits_to_wire(bits: int) -> str:
+    return f"0x{bits:016x}"
+
+
+def bits_from_wire(value: object, where: str) -> int:
+    if not isinstance(value, str) or not value.startswith("0x") or len(value) != 18:
+        raise WireError(f"{where}: expected '0x' and 16 hex digits, got {value!r}")
+    try:
+        return int(value, 16)
+    except ValueError:
+        raise WireError(f"{where}: expected '0x' and 16 hex digits, got {value!r}") from None
+
+
+def _mix_to_wire(op: MixOp) -> dict[str, Any]:
+    if op.kind == "bytes":
+        assert isinstance(op.value, bytes)
+        out: dict[str, Any] = {"op": "bytes", "hex": op.value.hex()}
+        if op.repeat != 1:
+            out["repeat"] = op.repeat
+        return out
+    if op.kind in ("u64", "instance"):
+        assert isinstance(op.value, int)
+        return {"op": op.kind, "value": u64_to_wire(op.value)}
+    if op.kind == "f64":
+        assert isinstance(op.value, int)
+        return {"op": "f64", "bits": bits_to_wire(op.value)}
+    if op.kind == "finish":
+        return {"op": "finish"}
+    return {"op": op.kind, "value": op.value}
+
+
+def _mix_from_wire(raw: Mapping[str, Any], where: str) -> MixOp:
+    kind = raw.get("op")
+    if kind == "bytes":
+        repeat = raw.get("repeat", 1)
+        if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
+            raise WireError(f"{where}.repeat: expected a positive integer")
+        try:
+            data = bytes.fromhex(raw["hex"])
+        except (KeyError, TypeError, ValueError):
+            raise WireError(f"{where}.hex: expected a hex string") from None
+        return MixOp("bytes", data, repeat)
+    if kind == "str":
+        if not isinstance(raw.get("value"), str):
+            raise WireError(f"{where}.value: expected a string")
+        return MixOp("str", raw["value"])
+    if kind in ("u64", "instance"):
+        return MixOp(kind, u64_from_wire(raw.get("value"), f"{where}.value"))
+    if kind == "f64":
+        return MixOp("f64", bits_from_wire(raw.get("bits"), f"{where}.bits"))
+    if kind == "present":
+        if not isinstance(raw.get("value"), bool):
+            raise WireError(f"{where}.value: expected true or false")
+        return MixOp("present", raw["value"])
+    if kind == "finish":
+        return MixOp("finish")
+    raise WireError(f"{where}.op: unknown mix op {kind!r}")
+
+
+def param_to_wire(value: Param) -> dict[str, str]:
+    if isinstance(value, str):
+        return {"str": value}
+    if isinstance(value, float):
+        from struct import pack
+
+        return {"f64": bits_to_wire(int.from_bytes(pack("<d", value), "little"))}
+    return {"u64": u64_to_wire(value)}
+
+
+def param_from_wire(raw: object, where: str) -> Param:
+    if isinstance(raw, Mapping) and len(raw) == 1:
+        ((tag, value),) = raw.items()
+        if tag == "str" and isinstance(value, str):
+            return value
+        if tag == "u64":
+            return u64_from_wire(value, f"{where}.u64")
+        if tag == "f64":
+            from struct import unpack
+
+            bits = bits_from_wire(value, f"{where}.f64")
+            return float(unpack("<d", bits.to_bytes(8, "little"))[0])
+    raise WireError(f"{where}: expected {{'u64'|'f64'|'str': value}}, got {raw!r}")
+
+
+def _model_to_wire(spec: ModelSpec) -> dict[str, Any]:
+    return {
+        "family": spec.family,
+        "params": {name: param_to_wire(value) for name, value in spec.params},
+        "hooks": dict(spec.hooks),
+    }
+
+
+def _model_from_wire(raw: Mapping[str, Any], where: str) -> ModelSpec:
+    params = _mapping(raw.get("params", {}), f"{where}.params")
+    hooks = _mapping(raw.get("hooks", {}), f"{where}.hooks")
+    for name, present in hooks.items():
+        if not isinstance(present, bool):
+            raise WireError(f"{where}.hooks.{name}: expected true or false")
+    return ModelSpec(
+        family=_str(raw.get("family"), f"{where}.family"),
+        params=tuple(
+            (name, param_from_wire(value, f"{where}.params.{name}"))
+            for name, value in params.items()
+        ),
+        hooks=tuple(hooks.items()),
+    )
+
+
+def _step_to_wire(step: StepInputs) -> dict[str, Any]:
+    return {
+        "token_ids": list(step.token_ids),
+        "write_offset": step.write_offset,
+        "rope": {"theta": step.rope_theta, "scaling": step.rope_scaling},
+        "mask": list(step.mask),
+    }
+
+
+def _step_from_wire(raw: Mapping[str, Any], where: str) -> StepInputs:
+    rope = _mapping(raw.get("rope", {}), f"{where}.rope")
+    return StepInputs(
+        token_ids=tuple(_int(t, f"{where}.token_ids") for t in raw.get("token_ids", [1])),
+        write_offset=_int(raw.get("write_offset", 0), f"{where}.write_offset"),
+        rope_theta=float(rope.get("theta", 10000.0)),
+        rope_scaling=None if rope.get("scaling") is None else float(rope["scaling"]),
+        mask=tuple(_int(m, f"{where}.mask") for m in raw.get("mask", [])),
+    )
+
+
+def _geometry_to_wire(g: Geometry) -> dict[str, Any]:
+    return dataclasses.asdict(g)
+
+
+def _geometry_from_wire(raw: Mapping[str, Any], where: str) -> Geometry:
+    return Geometry(
+        n_layers=_int(raw.get("n_layers"), f"{where}.n_layers"),
+        n_kv_heads=_int(raw.get("n_kv_heads"), f"{where}.n_kv_heads"),
+        head_dim=_int(raw.get("head_dim"), f"{where}.head_dim"),
+        max_seq_len=_int(raw.get("max_seq_len"), f"{where}.max_seq_len"),
+        dtype=_str(raw.get("dtype", "f32"), f"{where}.dtype"),
+    )
+
+
+def _identity_to_wire(identity: PlanIdentity) -> dict[str, Any]:
+    return {
+        "model": _model_to_wire(identity.model),
+        "instance": u64_to_wire(identity.instance),
+        "alloc": u64_to_wire(identity.alloc),
+        "geometry": _geometry_to_wire(identity.geometry),
+        "step_tokens": identity.step_tokens,
+    }
+
+
+def _identity_from_wire(raw: Mapping[str, Any], where: str) -> PlanIdentity:
+    return PlanIdentity(
+        model=_model_from_wire(_mapping(raw.get("model"), f"{where}.model"), f"{where}.model"),
+        instance=u64_from_wire(raw.get("instance"), f"{where}.instance"),
+        alloc=u64_from_wire(raw.get("alloc"), f"{where}.alloc"),
+        geometry=_geometry_from_wire(
+            _mapping(raw.get("geometry"), f"{where}.geometry"), f"{where}.geometry"
+        ),
+        step_tokens=_int(raw.get("step_tokens"), f"{where}.step_tokens"),
+    )
+
+
+def _payload_to_wire(payload: Payload) -> list[dict[str, int]]:
+    return [dataclasses.asdict(layer) for layer in payload]
+
+
+def _payload_from_wire(raw: object, where: str) -> Payload:
+    if not isinstance(raw, list):
+        raise WireError(f"{where}: expected a list of layers")
+    layers = []
+    for index, item in enumerate(raw):
+        at = f"{where}[{index}]"
+        item = _mapping(item, at)
+        layers.append(
+            LayerDesc(
+                **{
+                    name: _int(item.get(name), f"{at}.{name}")
+                    for name in ("n_kv_heads", "head_dim", "seq_len", "k_len", "v_len")
+                }
+            )
+        )
+    return tuple(layers)
+
+
+def signature_to_wire(sig: Signature | None) -> dict[str, Any] | None:
+    return None if sig is None else dataclasses.asdict(sig)
+
+
+def signature_from_wire(raw: object, where: str) -> Signature:
+    raw = _mapping(raw, where)
+    return Signature(
+        format_version=_int(raw.get("format_version"), f"{where}.format_version"),
+        model=_str(raw.get("model"), f"{where}.model"),
+        n_layers=_int(raw.get("n_layers"), f"{where}.n_layers"),
+        n_kv_heads=_int(raw.get("n_kv_heads"), f"{where}.n_kv_heads"),
+        head_dim=_int(raw.get("head_dim"), f"{where}.head_dim"),
+        dtype=_str(raw.get("dtype"), f"{where}.dtype"),
+        tokens=_int(raw.get("tokens"), f"{where}.tokens"),
+    )
+
+
+def fault_to_wire(fault: Fault) -> dict[str, Any]:
+    return {
+        "kind": fault.kind,
+        "field": fault.field,
+        "layer": fault.layer,
+        "values": {
+            name: list(value) if isinstance(value, tuple) else value
+            for name, value in fault.values.items()
+        },
+        "message": fault.message,
+    }
+
+
+def fault_from_wire(raw: object, where: str) -> Fault:
+    raw = _mapping(raw, where)
+    values = _mapping(raw.get("values", {}), f"{where}.values")
+    layer = raw.get("layer")
+    field_name = raw.get("field")
+    return Fault(
+        kind=_str(raw.get("kind"), f"{where}.kind"),
+        field=None if field_name is None else _str(field_name, f"{where}.field"),
+        layer=None if layer is None else _int(layer, f"{where}.layer"),
+        values={
+            name: tuple(value) if isinstance(value, list) else value
+            for name, value in values.items()
+        },
+        message=_str(raw.get("message", ""), f"{where}.message"),
+    )
+
+
+_Encoder = Callable[[Any], Any]
+_Decoder = Callable[[Any, str], Any]
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _count_or_null(raw: object, where: str) -> int | None:
+    return None if raw is None else _int(raw, where)
+
+
+def _program_to_wire(program: Sequence[MixOp]) -> list[dict[str, Any]]:
+    return [_mix_to_wire(op) for op in program]
+
+
+def _program_from_wire(raw: object, where: str) -> tuple[MixOp, ...]:
+    return tuple(
+        _mix_from_wire(_mapping(item, f"{where}[{i}]"), f"{where}[{i}]")
+        for i, item in enumerate(_list(raw, where))
+    )
+
+
+def _object(decode: Callable[[Mapping[str, Any], str], Any]) -> _Decoder:
+    return lambda raw, where: decode(_mapping(raw, where), where)
+
+
+def _signature_or_null(raw: object, where: str) -> Signature | None:
+    return None if raw is None else signature_from_wire(raw, where)
+
+
+#: How a field of each kind travels (:data:`~.operations.FieldKind`).
+FIELD_CODECS: dict[FieldKind, tuple[_Encoder, _Decoder]] = {
+    "new_handle": (_identity, lambda raw, where: _str(raw, where)),
+    "handle": (_identity, lambda raw, where: _str(raw, where)),
+    "released": (_identity, lambda raw, where: _str(raw, where)),
+    "str": (_identity, lambda raw, where: _str(raw, where)),
+    "bool": (_identity, lambda raw, where: _bool(raw, where)),
+    "count": (_identity, lambda raw, where: _int(raw, where)),
+    "count_or_null": (_identity, _count_or_null),
+    "program": (_program_to_wire, _program_from_wire),
+    "model_spec": (_model_to_wire, _object(_model_from_wire)),
+    "geometry": (_geometry_to_wire, _object(_geometry_from_wire)),
+    "plan_identity": (_identity_to_wire, _object(_identity_from_wire)),
+    "step": (_step_to_wire, _object(_step_from_wire)),
+    "payload": (_payload_to_wire, _payload_from_wire),
+    "signature": (signature_to_wire, signature_from_wire),
+    "signature_or_null": (signature_to_wire, _signature_or_null),
+}
+
+
+def to_wire(op: Op) -> dict[str, Any]:
+    """The JSON-ready form of ``op`` (without the sequence number)."""
+    out: dict[str, Any] = {"op": op.name}
+    for field in BY_CLASS[type(op)].fields:
+        out[field.name] = FIELD_CODECS[field.kind][0](getattr(op, field.name))
+    return out
+
+
+def from_wire(raw: Mapping[str, Any]) -> Op:
+    """Decode a request into an operation, or raise :class:`WireError`."""
+    name = raw.get("op")
+    spec = BY_NAME.get(name) if isinstance(name, str) else None
+    if spec is None:
+        raise WireError(f"op: unknown operation {name!r}")
+    kwargs: dict[str, Any] = {}
+    for field in spec.fields:
+        where = f"{spec.name}.{field.name}"
+        if field.name not in raw:
+            if field.optional:
+                continue
+            raise WireError(f"{where}: missing")
+        kwargs[field.name] = FIELD_CODECS[field.kind][1](raw[field.name], where)
+    return spec.cls(**kwargs)
+
+
+def _mapping(raw: object, where: str) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise WireError(f"{where}: expected an object")
+    return raw
+
+
+def _list(raw: object, where: str) -> list[Any]:
+    if not isinstance(raw, list):
+        raise WireError(f"{where}: expected a list")
+    return raw
+
+
+def _int(raw: object, where: str) -> int:
+    if not isinstance(raw, int) or isinstance(raw, bool) or raw < 0:
+        raise WireError(f"{where}: expected a non-negative integer, got {raw!r}")
+    return raw
+
+
+def _str(raw: object, where: str) -> str:
+    if not isinstance(raw, str):
+        raise WireError(f"{where}: expected a string, got {raw!r}")
+    return raw
+
+
+def _bool(raw: object, where: str) -> bool:
+    if not isinstance(raw, bool):
+        raise WireError(f"{where}: expected true or false, got {raw!r}")
+    return raw
+
+
+# Result codec ------------------------------------------------------------------
+
+def _is_u64(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 64
+
+
+def result_to_wire(op: Op, value: object) -> dict[str, Any]:
+    """The response body (without ``seq``) for an adapter method's return value.
+
+    A :class:`~.values.Fault` becomes ``error``; any other value must have the
+    type the operation returns, or :class:`TypeError` names the mismatch.
+    """
+    if isinstance(value, Fault):
+        return {"error": fault_to_wire(value)}
+    kind = type(op).result
+    if kind == "null":
+        return {"ok": None}
+    if kind == "u64":
+        if not _is_u64(value):
+            raise TypeError(f"{op.name} returned {value!r}, expected an unsigned 64-bit integer")
+        return {"ok": u64_to_wire(value)}  # type: ignore[arg-type]
+    if kind == "u64_list":
+        if not isinstance(value, Sequence) or not all(_is_u64(v) for v in value):
+            raise TypeError(f"{op.name} returned {value!r}, expected unsigned 64-bit integers")
+        return {"ok": [u64_to_wire(v) for v in value]}
+    if kind == "count":
+        if not _is_u64(value):
+            raise TypeError(f"{op.name} returned {value!r}, expected a non-negative integer")
+        return {"ok": value}
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise TypeError(f"{op.name} returned {value!r}, expected true or false")
+        return {"ok": value}
+    if not isinstance(value, Signature):
+        raise TypeError(f"{op.name} returned {value!r}, expected a signature or a fault")
+    return {"ok": signature_to_wire(value)}
+
+
+def result_from_wire(op: Op, raw: object) -> object:
+    """The Python value of an ``ok`` response to ``op``; :class:`~.WireError` if malformed."""
+    kind = type(op).result
+    where = f"{op.name} result"
+    if kind == "null":
+        if raw is not None:
+            raise WireError(f"{where}: expected null, got {clip(repr(raw))}")
+        return None
+    if kind == "u64":
+        return u64_from_wire(raw, where)
+    if kind == "u64_list":
+        if not isinstance(raw, list):
+            raise WireError(
+                f"{where}: expected a list of decimal strings, got {clip(repr(raw))}"
+            )
+        return tuple(u64_from_wire(v, f"{where}[{i}]") for i, v in enumerate(raw))
+    if kind == "count":
+        if not isinstance(raw, int) or isinstance(raw, bool) or raw < 0:
+            raise WireError(f"{where}: expected a non-negative integer, got {clip(repr(raw))}")
+        return raw
+    if kind == "bool":
+        if not isinstance(raw, bool):
+            raise WireError(f"{where}: expected true or false, got {clip(repr(raw))}")
+        return raw
+    return signature_from_wire(raw, where)
+
+
+def outcome_of(op: Op, response: Mapping[str, Any]) -> Outcome:
+    """The outcome a well-sequenced response gives ``op`` (a malformed body is Broken)."""
+    forms = [key for key in response if key != "seq"]
+    if len(forms) != 1 or forms[0] not in RESPONSE_FORMS:
+        return Broken(
+            f"malformed response to {op.name}: expected 'seq' and exactly one of "
+            f"{', '.join(RESPONSE_FORMS)}; got members {sorted(response)}"
+        )
+    form = forms[0]
+    body = response[form]
+    try:
+        if form == "ok":
+            value = result_from_wire(op, body)
+            return Ok(value)
+        if form == "error":
+            return Refused(fault_from_wire(body, "error"))
+    except WireError as exc:
+        return Broken(f"malformed response to {op.name}: {exc}")
+    text = body if isinstance(body, str) else json.dumps(body)
+    if form == "unsupported":
+        return Broken(f"the adapter answered unsupported to {op.name}: {text}")
+    return Broken(text if text else f"the adapter answered failure to {op.name} (no message)")
+
+
+# Handshake codec ---------------------------------------------------------------
+
+
+def hello_request(suite: str = kvconform.SUITE_VERSION) -> dict[str, Any]:
+    return {"op": "hello", "protocol": PROTOCOL_VERSION, "suite": suite}
+
+
+def info_to_wire(info: AdapterInfo) -> dict[str, Any]:
+    """The ``ok`` value of a ``hello`` response."""
+    return {
+        "name": info.name,
+        "version": info.version,
+        "language": info.language,
+        "protocol": PROTOCOL_VERSION,
+        "classes": sorted(info.classes),
+        "format": {"writes": info.format_writes, "reads": sorted(info.format_reads)},
+        # Declarations are optional on the wire (PROTO-30): what is left out is the default.
+        **({"options": dict(info.options)} if info.options else {}),
+        **({"capabilities": caps} if (caps := info.declared_capabilities()) else {}),
+    }
+
+
+def info_from_wire(raw: object) -> AdapterInfo:
+    """An adapter's self-description from its ``hello`` answer; :class:`~.WireError` if bad."""
+    if not isinstance(raw, Mapping):
+        raise WireError(f"hello result: expected an object, got {clip(repr(raw))}")
+    for name in ("name", "version", "language"):
+        if not isinstance(raw.get(name), str) or not raw[name]:
+            raise WireError(f"hello result.{name}: expected a non-empty string")
+    if raw.get("protocol") != PROTOCOL_VERSION:
+        raise WireError(
+            f"hello result.protocol: the harness speaks protocol {PROTOCOL_VERSION}, "
+            f"the adapter answered {raw.get('protocol')!r}"
+        )
+    classes = raw.get("classes")
+    if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
+        raise WireError("hello result.classes: expected a list of class names")
+    unknown = sorted(set(classes) - set(CLASSES))
+    if unknown:
+        raise WireError(
+            f"hello result.classes: unknown class {', '.join(unknown)} "
+            f"(the classes are {', '.join(CLASSES)})"
+        )
+    fmt = raw.get("format")
+    if not isinstance(fmt, Mapping):
+        raise WireError("hello result.format: expected {writes, reads}")
+    writes = fmt.get("writes")
+    reads = fmt.get("reads")
+    if writes is not None and (not isinstance(writes, int) or isinstance(writes, bool)):
+        raise WireError("hello result.format.writes: expected an integer or null")
+    if not isinstance(reads, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in reads
+    ):
+        raise WireError("hello result.format.reads: expected a list of integers")
+    options = raw.get("options", {})
+    if not isinstance(options, Mapping) or not all(isinstance(v, str) for v in options.values()):
+        raise WireError("hello result.options: expected an object of option names to strings")
+    caps = raw.get("capabilities", {})
+    if not isinstance(caps, Mapping):
+        raise WireError("hello result.capabilities: expected an object")
+    unknown_caps = sorted(set(caps) - {"raw_fold", "dtypes", "key_schema", "uint_bits"})
+    if unknown_caps:
+        raise WireError(
+            f"hello result.capabilities: unknown capability {', '.join(unknown_caps)} "
+            "(the capabilities are raw_fold, dtypes, key_schema, uint_bits)"
+        )
+    uint_bits = caps.get("uint_bits", 64)
+    if uint_bits not in (32, 64) or isinstance(uint_bits, bool):
+        raise WireError("hello result.capabilities.uint_bits: expected 32 or 64")
+    raw_fold = caps.get("raw_fold", True)
+    if not isinstance(raw_fold, bool):
+        raise WireError("hello result.capabilities.raw_fold: expected true or false")
+    dtypes = caps.get("dtypes")
+    if dtypes is not None and (
+        not isinstance(dtypes, list) or not all(isinstance(d, str) for d in dtypes)
+    ):
+        raise WireError("hello result.capabilities.dtypes: expected a list of dtype names")
+    schema = caps.get("key_schema")
+    if schema is not None and (
+        not isinstance(schema, Mapping)
+        or not all(
+            isinstance(p, Mapping) and all(isinstance(t, str) for t in p.values())
+            for p in schema.values()
+        )
+    ):
+        raise WireError(
+            "hello result.capabilities.key_schema: expected {family: {parameter: type}}"
+        )
+    info = AdapterInfo(
+        name=raw["name"],
+        version=raw["version"],
+        language=raw["language"],
+        classes=frozenset(classes),
+        format_writes=writes,
+        format_reads=frozenset(reads),
+        options=dict(options),
+        raw_fold=raw_fold,
+        dtypes=None if dtypes is None else frozenset(dtypes),
+        key_schema=None if schema is None else {f: dict(p) for f, p in schema.items()},
+        uint_bits=uint_bits,
+    )
+    problems = info.problems()
+    if problems:
+        raise WireError(f"hello result.{problems[0]}")
+    return info
+
+
+def clip(text: str, limit: int = 200) -> str:
+    """``text``, cut to ``limit`` characters with a note of its length."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+_DECODE = json.JSONDecoder().decode
+
+
+def decode_line(line: bytes) -> Any:
+    """The JSON value of one line; :class:`ValueError` if it is not UTF-8 JSON."""
+    return _DECODE(line.decode("utf-8"))
+
+
+def encode_line(seq: int | None, message: Mapping[str, Any]) -> bytes:
+    """One request or response line: ``seq`` first, compact JSON, ASCII only, newline.
+
+    ASCII only (``\\u`` escapes) so that any string, even one holding an unpaired
+    surrogate (HASH-13), can be written; :class:`TypeError` or :class:`ValueError`
+    if ``message`` holds something JSON cannot carry.
+    """
+    return (_ENCODER.encode({"seq": seq, **message}) + "\n").encode("ascii")
+
+

@@ -1,0 +1,191 @@
+"""The operation table (kvconform.protocol.operations) against everything derived from it.
+
+Each operation is declared once; these tests keep the hand-written parts that
+must agree with the table in step with it: the per-operation JSON Schemas, the
+typed Python adapter interface, the reference adapter, the protocol document
+and the scenario compiler's verbs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any
+
+import pytest
+
+from kvconform.adapters.reference import ReferenceAdapter
+from kvconform.harness import suite
+from kvconform.harness.scenario import verbs
+from kvconform.protocol import adapter as adapter_interface
+from kvconform.protocol import codec, schemas
+from kvconform.protocol import operations as ops
+from kvconform.protocol.driver import Handles, call
+from kvconform.values import (
+    Geometry,
+    LayerDesc,
+    MixOp,
+    ModelSpec,
+    PlanIdentity,
+    Signature,
+    StepInputs,
+)
+
+COMMON = "../common.schema.json#/$defs/"
+#: The schema each field kind travels as (conformance/schema/protocol/common.schema.json).
+FIELD_SCHEMA: dict[str, dict[str, Any]] = {
+    "new_handle": {"$ref": COMMON + "handle"},
+    "handle": {"$ref": COMMON + "handle"},
+    "released": {"$ref": COMMON + "handle"},
+    "str": {"type": "string"},
+    "bool": {"type": "boolean"},
+    "count": {"$ref": COMMON + "count"},
+    "count_or_null": {"type": ["integer", "null"], "minimum": 0},
+    "program": {"$ref": COMMON + "program"},
+    "model_spec": {"$ref": COMMON + "model_spec"},
+    "geometry": {"$ref": COMMON + "geometry"},
+    "plan_identity": {"$ref": COMMON + "plan_identity"},
+    "step": {"$ref": COMMON + "step"},
+    "payload": {"$ref": COMMON + "payload"},
+    "signature": {"$ref": COMMON + "signature"},
+    "signature_or_null": {"oneOf": [{"$ref": COMMON + "signature"}, {"type": "null"}]},
+}
+RESULT_SCHEMA: dict[str, dict[str, Any]] = {
+    "null": {"type": "null"},
+    "u64": {"$ref": COMMON + "u64"},
+    "u64_list": {"$ref": COMMON + "u64_list"},
+    "count": {"$ref": COMMON + "count"},
+    "bool": {"type": "boolean"},
+    "signature": {"$ref": COMMON + "signature"},
+}
+NAMES = [spec.name for spec in ops.TABLE]
+
+
+def test_names_are_unique_and_every_class_is_in_the_table() -> None:
+    assert len(set(NAMES)) == len(NAMES)
+    declared = {cls for cls in vars(ops).values() if isinstance(cls, type)}
+    subclasses = {cls for cls in declared if issubclass(cls, ops.Op) and cls is not ops.Op}
+    assert subclasses == set(ops.BY_CLASS)
+
+
+def test_every_field_kind_and_result_kind_has_a_schema() -> None:
+    assert set(FIELD_SCHEMA) == set(ops.FieldKind.__args__)  # type: ignore[attr-defined]
+    assert set(RESULT_SCHEMA) == set(ops.ResultKind.__args__)  # type: ignore[attr-defined]
+    assert set(FIELD_SCHEMA) == set(codec.FIELD_CODECS)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_schema_file_of_each_operation_follows_the_table(name: str) -> None:
+    spec = ops.BY_NAME[name]
+    document = schemas.documents()[f"ops/{name}.schema.json"]
+    request, result = document["$defs"]["request"], document["$defs"]["result"]
+    fields = [f.name for f in spec.fields]
+    assert list(request["properties"]) == ["seq", "op", *fields]
+    assert request["properties"]["op"] == {"const": name}
+    # to_wire sends every field, so the schema requires every field
+    assert request["required"] == ["seq", "op", *fields]
+    assert request["additionalProperties"] is False
+    for field in spec.fields:
+        assert request["properties"][field.name] == FIELD_SCHEMA[field.kind], field.name
+    assert result == RESULT_SCHEMA[spec.result]
+
+
+def test_there_is_a_schema_file_for_each_operation_and_no_other() -> None:
+    files = {n for n in schemas.documents() if n.startswith("ops/")}
+    assert files == {f"ops/{name}.schema.json" for name in (*NAMES, *ops.CONTROL)}
+    envelope = schemas.documents()["request.schema.json"]
+    assert envelope["properties"]["op"]["enum"] == [*ops.CONTROL, *NAMES]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_python_adapter_interface_follows_the_table(name: str) -> None:
+    spec = ops.BY_NAME[name]
+    protocols = (
+        adapter_interface.HashAdapter,
+        adapter_interface.KeyAdapter,
+        adapter_interface.VerifyAdapter,
+    )
+    (owner,) = [p for p in protocols if name in vars(p)]
+    parameters = list(inspect.signature(getattr(owner, spec.method)).parameters)
+    assert parameters == ["self", *(f.name for f in spec.arguments)]
+    reference = inspect.signature(getattr(ReferenceAdapter, spec.method))
+    assert len(reference.parameters) == len(parameters)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_protocol_document_describes_each_operation(name: str) -> None:
+    text = (suite.spec_dir() / "protocol.md").read_text(encoding="utf-8")
+    assert re.search(rf"`{name}`", text), name
+
+
+def test_scenario_verbs_are_the_operation_names() -> None:
+    # Every operation is a verb of the scenario format, under its own name; the
+    # other verbs define values or assert relations between them.
+    assert set(NAMES) <= set(verbs())
+    assert set(verbs()) - set(NAMES) == {
+        "payload",
+        "signature",
+        "same",
+        "differ",
+        "nonzero",
+        "increasing",
+        "repeat",
+    }
+
+
+class _Recorder:
+    """A fake adapter: records each call and returns a fixed value per method."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[object, ...]]] = []
+
+    def __getattr__(self, method: str) -> Any:
+        def record(*args: object) -> object:
+            self.calls.append((method, args))
+            spec = ops.BY_NAME[method]
+            if spec.binds:
+                return f"object from {method}"
+            return {"u64": 7, "u64_list": [1, 2], "count": 3, "bool": True}.get(spec.result)
+
+        return record
+
+
+def test_dispatch_binds_resolves_and_releases_handles_as_the_table_says() -> None:
+    adapter, handles = _Recorder(), Handles()
+    geometry = Geometry(2, 2, 4, 16)
+    assert call(adapter, handles, ops.CacheNew("c", geometry)) is None
+    assert handles["c"] == "object from cache_new"
+    assert call(adapter, handles, ops.CacheReplaceLayer("c", 1, None, 8, None)) is None
+    assert adapter.calls[-1] == ("cache_replace_layer", ("object from cache_new", 1, None, 8, None))
+    assert call(adapter, handles, ops.Hash(())) == (1, 2)
+    assert call(adapter, handles, ops.Drop("c")) is None
+    assert adapter.calls[-1] == ("drop", ("object from cache_new",))
+    assert handles.names() == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_operation_survives_the_wire(name: str) -> None:
+    samples: dict[str, object] = {
+        "new_handle": "n",
+        "handle": "h",
+        "released": "r",
+        "str": "llama",
+        "bool": True,
+        "count": 3,
+        "count_or_null": None,
+        "program": (MixOp("u64", 5), MixOp("finish")),
+        "model_spec": ModelSpec("llama", (("n", 3),), (("lora", True),)),
+        "geometry": Geometry(2, 2, 4, 16),
+        "plan_identity": PlanIdentity(
+            ModelSpec("llama", (), ()), 1, 2, Geometry(2, 2, 4, 16), 1
+        ),
+        "step": StepInputs((1, 2), 0, 10000.0, None, ()),
+        "payload": (LayerDesc(2, 4, 3, 24, 24),),
+        "signature": Signature(1, "m", 1, 2, 4, "f32", 3),
+        "signature_or_null": None,
+    }
+    spec = ops.BY_NAME[name]
+    op = spec.cls(**{f.name: samples[f.kind] for f in spec.fields})
+    wire = codec.to_wire(op)
+    assert not schemas.errors(f"ops/{name}", {"seq": 1, **wire}), wire
+    assert codec.from_wire(wire) == op
