@@ -88,7 +88,8 @@ def f64_bits(value: float) -> int:
 
 def f64_from_bits(bits: int) -> float:
     """The float whose binary64 bit pattern is ``bits``."""
-    return struct.unpack("<d", bits.to_bytes(8, "little"))[0]
+    value: float = struct.unpack("<d", bits.to_bytes(8, "little"))[0]
+    return value
 
 
 def fnv1a64(data: bytes) -> int:

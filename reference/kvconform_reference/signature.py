@@ -65,7 +65,8 @@ class CacheSignature:
     tokens: int
 
     def field_value(self, name: str) -> Value:
-        return getattr(self, name)
+        value: Value = getattr(self, name)
+        return value
 
     @classmethod
     def expected(

@@ -85,6 +85,7 @@ def relation(a: object, b: object, mode: Literal["order", "equality"]) -> Relati
     """How ``b`` relates to ``a``; ``None`` when either is not an unsigned integer."""
     if not (_is_u64(a) and _is_u64(b)):
         return None
+    assert isinstance(a, int) and isinstance(b, int)
     if a == b:
         return "equal to"
     if mode == "equality":

@@ -161,17 +161,18 @@ def render(cases: Sequence[Case]) -> str:
         "|---|---|---|---|---|",
     ]
     for req_id in sorted(reqs, key=_order):
-        req = reqs[req_id]
+        requirement = reqs[req_id]
         cases_for = cited.get(req_id, [])
         sc = ", ".join(f"`{c.id}`" for c in cases_for if c.kind == "scenario") or "--"
         n_vec = sum(1 for c in cases_for if c.kind == "vector")
         tests = ", ".join(f"`{t}`" for t in tested.get(req_id, []))
         if req_id in NOT_TESTABLE:
             tests = f"not testable: {NOT_TESTABLE[req_id]}"
-        if req.withdrawn:
+        if requirement.withdrawn:
             tests = "withdrawn"
         lines.append(
-            f"| {req_id} | [{req.file}]({req.file}) | {sc} | {n_vec or '--'} | {tests or '--'} |"
+            f"| {req_id} | [{requirement.file}]({requirement.file}) | {sc} "
+            f"| {n_vec or '--'} | {tests or '--'} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -86,11 +86,11 @@ def run_case(case: Case, driver: Driver) -> CaseResult:
             actual=f"{len(outcomes)} outcomes",
         )
         return CaseResult(case, "failed", (failure,), seconds=seconds)
-    failures = []
+    failures: list[Failure] = []
     for check in case.checks:
-        failure = check.evaluate(outcomes)
-        if failure is not None:
-            failures.append(failure)
+        found = check.evaluate(outcomes)
+        if found is not None:
+            failures.append(found)
     # An adapter failure explains everything after it; report it first.
     failures.sort(key=lambda f: not f.actual.startswith("adapter failure"))
     probes = {

@@ -322,7 +322,8 @@ class _Compiler:
                 f"{raw!r} reads as a number but YAML made it a string (write 1.0e-5, not 1e-5); "
                 "tag it {str: ...} if a string is meant",
             )
-        return raw
+        value: Param = raw
+        return value
 
     def _v_model_new(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         base = None
@@ -745,8 +746,8 @@ def _unmixable_in_key(identity: PlanIdentity) -> str | None:
         candidates += [name, value]
     candidates += [name for name, _ in spec.hooks]
     candidates += [identity.geometry.dtype]
-    for value in candidates:
-        found = _unmixable(value)
+    for candidate in candidates:
+        found = _unmixable(candidate)
         if found:
             return found
     return None

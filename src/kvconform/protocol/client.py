@@ -254,7 +254,7 @@ class _ThreadChannel:
         assert proc.stdin is not None and proc.stdout is not None
         self._stdin = proc.stdin
         # The pipe is unbuffered (bufsize=0); read it through a buffer, not byte by byte.
-        self._stdout = io.BufferedReader(proc.stdout, 1 << 16)  # type: ignore[arg-type]
+        self._stdout = io.BufferedReader(proc.stdout, 1 << 16)  # type: ignore[type-var]
         self._max = max_line
         self._lines: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._writes: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()

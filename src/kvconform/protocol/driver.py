@@ -129,7 +129,7 @@ class InProcessDriver:
             )
         if isinstance(value, Fault):
             return Refused(value)
-        return _CONSTANT_OUTCOMES.get(value) if _is_constant(value) else Ok(value)
+        return _CONSTANT_OUTCOMES[value] if _is_constant(value) else Ok(value)
 
     def close(self) -> None:
         pass

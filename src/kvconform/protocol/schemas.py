@@ -54,6 +54,6 @@ def validator(ref: str) -> jsonschema.protocols.Validator:
     return jsonschema.Draft202012Validator({"$ref": target}, registry=_registry())
 
 
-def errors(ref: str, instance: object) -> list[str]:
+def errors(ref: str, instance: Any) -> list[str]:
     """The messages of every violation of ``ref`` by ``instance`` (empty when valid)."""
     return [error.message for error in validator(ref).iter_errors(instance)]

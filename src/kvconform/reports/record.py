@@ -99,7 +99,7 @@ def basis_text(result: CaseResult) -> str:
 
 
 def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
-    totals = Counter(r.verdict for r in results)
+    totals: Counter[str] = Counter(r.verdict for r in results)
     by_area: dict[str, Counter[str]] = defaultdict(Counter)
     by_class: dict[str, Counter[str]] = defaultdict(Counter)
     for r in results:
@@ -155,4 +155,5 @@ def read(path: Path) -> dict[str, Any]:
 
     document: Document = load_json(path)
     validate(document, "report")
-    return document.data
+    data: dict[str, Any] = document.data
+    return data
