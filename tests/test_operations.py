@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
 from kvconform.adapters.reference import ReferenceAdapter
 from kvconform.harness import suite
-from kvconform.harness.scenario import verbs
+from kvconform.harness.runner import run_case
+from kvconform.harness.scenario import load_scenario_file, verbs
 from kvconform.protocol import adapter as adapter_interface
 from kvconform.protocol import codec, schemas
 from kvconform.protocol import operations as ops
-from kvconform.protocol.driver import Handles, call
+from kvconform.protocol.driver import Handles, InProcessDriver, call
+from kvconform.protocol.server import Server
 from kvconform.values import (
     Geometry,
     LayerDesc,
@@ -176,9 +180,7 @@ def test_every_operation_survives_the_wire(name: str) -> None:
         "program": (MixOp("u64", 5), MixOp("finish")),
         "model_spec": ModelSpec("llama", (("n", 3),), (("lora", True),)),
         "geometry": Geometry(2, 2, 4, 16),
-        "plan_identity": PlanIdentity(
-            ModelSpec("llama", (), ()), 1, 2, Geometry(2, 2, 4, 16), 1
-        ),
+        "plan_identity": PlanIdentity(ModelSpec("llama", (), ()), 1, 2, Geometry(2, 2, 4, 16), 1),
         "step": StepInputs((1, 2), 0, 10000.0, None, ()),
         "payload": (LayerDesc(2, 4, 3, 24, 24),),
         "signature": Signature(1, "m", 1, 2, 4, "f32", 3),
@@ -189,3 +191,79 @@ def test_every_operation_survives_the_wire(name: str) -> None:
     wire = codec.to_wire(op)
     assert not schemas.errors(f"ops/{name}", {"seq": 1, **wire}), wire
     assert codec.from_wire(wire) == op
+
+
+# Adding an operation --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CacheCapacity(ops.Op):
+    """A made-up operation, as a contributor would add it: one table entry."""
+
+    name: ClassVar[str] = "cache_capacity"
+    needs: ClassVar[str] = "identity"
+    result: ClassVar[ops.ResultKind] = "count"
+    cache: ops.Handle
+
+
+class _WithCapacity(ReferenceAdapter):
+    """The reference with the new operation's method."""
+
+    def cache_capacity(self, cache: Any) -> int:
+        capacity: int = cache.geometry.max_seq_len
+        return capacity
+
+
+def test_a_new_operation_needs_only_its_table_entry_and_the_adapter_method(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # docs/operations.md: a new operation is a table entry, a schema file, a spec
+    # row and the reference's method. Everything the harness does with it --
+    # compiling a scenario step, dispatch in process and in the stdio server, the
+    # wire codec, judging the result -- follows from the entry alone.
+    spec = ops.OpSpec(
+        CacheCapacity,
+        "cache_capacity",
+        "identity",
+        "count",
+        (ops.FieldSpec("cache", "handle", False),),
+    )
+    monkeypatch.setitem(ops.BY_NAME, spec.name, spec)
+    monkeypatch.setitem(ops.BY_CLASS, CacheCapacity, spec)
+    scenario = tmp_path / "capacity.yaml"
+    scenario.write_text(
+        "kvconform: scenarios/2\n"
+        "area: alloc\n"
+        "scenarios:\n"
+        "  - id: alloc.capacity.reads-the-geometry\n"
+        "    title: A cache's capacity is its max_seq_len\n"
+        "    class: identity\n"
+        "    basis: seed\n"
+        "    requires: [ALLOC-5]\n"
+        "    why: catches a capacity read from the length\n"
+        "    steps:\n"
+        "      - cache_new: {as: c, n_layers: 1, n_kv_heads: 1, head_dim: 2, max_seq_len: 16}\n"
+        "      - cache_append: {cache: c, tokens: 3}\n"
+        "      - cache_capacity: {cache: c, expect: 16}\n",
+        encoding="utf-8",
+    )
+    (case,) = load_scenario_file(scenario)
+    assert CacheCapacity("c") in case.program
+    assert run_case(case, InProcessDriver(_WithCapacity())).verdict == "passed"
+
+    wrong = scenario.read_text(encoding="utf-8").replace("expect: 16", "expect: 3")
+    scenario.write_text(wrong, encoding="utf-8")
+    (case,) = load_scenario_file(scenario)
+    assert run_case(case, InProcessDriver(_WithCapacity())).verdict == "failed"
+
+    assert codec.from_wire(codec.to_wire(CacheCapacity("c"))) == CacheCapacity("c")
+    server = Server(_WithCapacity())
+    server.handle({"op": "hello", "protocol": codec.PROTOCOL_VERSION, "suite": "2.0.0"})
+    server.handle(
+        {
+            "op": "cache_new",
+            "handle": "c",
+            "geometry": codec.to_wire(ops.CacheNew("c", Geometry(1, 1, 2, 16)))["geometry"],
+        }
+    )
+    assert server.handle({"op": "cache_capacity", "cache": "c"}) == {"ok": 16}

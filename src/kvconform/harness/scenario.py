@@ -282,7 +282,74 @@ class _Compiler:
             ((verb, args),) = step.items()
             at = (*path, number - 1, verb)
             where = Where(self.doc.file, self.doc.line_of(at), f"{label} {number} ({verb})")
-            getattr(self, f"_v_{verb}")(args, at, where, iteration)
+            compile_step = getattr(self, f"_v_{verb}", None)
+            if compile_step is not None:
+                compile_step(args, at, where, iteration)
+            elif verb in ops.BY_NAME:
+                self._operation(ops.BY_NAME[verb], args, at, where, iteration)
+            else:
+                raise self._fail(
+                    at, f"unknown verb {verb!r} (the verbs are {', '.join(verbs())})"
+                )
+
+    def _operation(
+        self, spec: ops.OpSpec, args: Any, at: PathKey, where: Where, it: _Iter
+    ) -> None:
+        """A step for an operation with no verb of its own, read from the operation table.
+
+        Its arguments are the operation's fields by name (a new handle is ``as``);
+        ``expect`` gives a count's or a boolean's value, ``as`` binds a value to
+        compare by relation, ``expect_error`` a refusal. Fields of structured kinds
+        need a verb of their own.
+        """
+        if not isinstance(args, Mapping):
+            raise self._fail(at, f"{spec.name} takes a mapping of its fields")
+        allowed = {f.name for f in spec.fields if f.kind != "new_handle"}
+        allowed |= {"as", "expect", "expect_error"}
+        for name in args:
+            if name not in allowed:
+                raise self._fail((*at, name), f"{spec.name} has no argument {name!r}")
+        kwargs: dict[str, Any] = {}
+        for f in spec.fields:
+            path = (*at, "as" if f.kind == "new_handle" else f.name)
+            raw = args.get("as" if f.kind == "new_handle" else f.name)
+            if raw is None and f.optional and f.kind != "count_or_null":
+                continue
+            if f.kind == "new_handle":
+                if not isinstance(raw, str):
+                    raise self._fail(path, f"{spec.name} needs 'as', the name of what it makes")
+                self._bind_handle(raw, spec.name.split("_")[0], path, it)
+            elif f.kind in ("handle", "released"):
+                if raw not in self.scope.handles:
+                    raise self._fail(path, f"no live handle named {raw!r}")
+                if f.kind == "released":
+                    del self.scope.handles[raw]
+            elif f.kind == "count_or_null" and raw is None:
+                pass
+            elif f.kind in ("count", "count_or_null"):
+                if not isinstance(raw, int) or isinstance(raw, bool) or raw < 0:
+                    raise self._fail(path, f"{f.name} must be a non-negative integer")
+            elif f.kind in ("str", "bool"):
+                wanted = str if f.kind == "str" else bool
+                if not isinstance(raw, wanted):
+                    raise self._fail(path, f"{f.name} must be a {wanted.__name__}")
+            else:
+                raise self._fail(path, f"a field of kind {f.kind} needs a verb of its own")
+            kwargs[f.name] = raw
+        expect: Expectation | None = None
+        if "expect_error" in args:
+            expect = self._error(args["expect_error"])
+        elif "expect" in args:
+            if spec.result not in ("count", "bool"):
+                raise self._fail(
+                    (*at, "expect"), f"a {spec.result} result is compared by relation: use 'as'"
+                )
+            expect = ValueIs(args["expect"])
+        index = self._emit(spec.cls(**kwargs), where, expect)
+        if "as" in args and spec.binds is None:
+            if spec.result == "null":
+                raise self._fail((*at, "as"), f"{spec.name} has no value to bind")
+            self._bind_value(args["as"], ValueRef(args["as"], index), (*at, "as"), it)
 
     def _v_repeat(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         if it is not None:
