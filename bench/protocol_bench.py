@@ -10,7 +10,11 @@
     readline/write/flush). Samples of the two are interleaved in rounds, so a
     change of machine load affects both alike.
 (b) The whole suite: wall time in process (``InProcessDriver``) against over
-    stdio, for the reference and for any ``--adapter-cmd``.
+    stdio, for the reference and for any ``--adapter-cmd``. Every series is run
+    once untimed first (imports, first-use set-up, the adapter binary in the page
+    cache), then ``--repeat`` times in interleaved rounds; medians are compared.
+    Timing the first in-process run would charge the in-process side with the
+    warm-up and flatter the stdio ratio.
 
 Prints times and ratios; asserts nothing. Targets: suite over stdio within 2x
 of in process, one operation within 1.5x of the raw echo.
@@ -19,6 +23,7 @@ of in process, one operation within 1.5x of the raw echo.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import os
 import platform
@@ -29,13 +34,15 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvconform.adapters import DEFAULT_ADAPTER, load_adapter
 from kvconform.harness import suite
 from kvconform.harness.runner import CaseResult, run_cases
+from kvconform.harness.scenario import Case
 from kvconform.protocol import operations as ops
-from kvconform.protocol.client import AdapterStartError, StdioDriver, encode_line
+from kvconform.protocol.client import AdapterStartError, StdioDriver
+from kvconform.protocol.codec import encode_line, to_wire
 from kvconform.protocol.driver import Driver, InProcessDriver
 from kvconform.values import Geometry, MixOp, Ok
 
@@ -52,13 +59,21 @@ ECHO = [
 TINY_HASH = ops.Hash((MixOp("u64", 7), MixOp("finish")))
 
 
-@dataclass(frozen=True)
-class SuiteTime:
+@dataclass
+class SuiteSeries:
+    """Whole-suite runs of one driver: run and start-up seconds of each timed repetition."""
+
     label: str
-    seconds: float
-    start_seconds: float
-    verdicts: Counter[str]
-    same_as_reference: bool | None
+    make: Callable[[], Driver]
+    freeze: bool = False
+    seconds: list[float] = field(default_factory=list)
+    start_seconds: list[float] = field(default_factory=list)
+    verdicts: Counter[str] = field(default_factory=Counter)
+    same_as_reference: bool = True
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
 
 
 def _median_us(samples: Sequence[float]) -> float:
@@ -98,7 +113,7 @@ def one_operation(
     echo = subprocess.Popen(ECHO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
     assert echo.stdin is not None and echo.stdout is not None
     reader = os.fdopen(echo.stdout.fileno(), "rb", closefd=False)
-    line = encode_line(12, ops.to_wire(TINY_HASH))
+    line = encode_line(12, to_wire(TINY_HASH))
     write, readline = echo.stdin.write, reader.readline
 
     def echo_once() -> None:
@@ -114,9 +129,15 @@ def one_operation(
     }
     for label, driver in drivers.items():
         pid = driver.pid
-        actions[f"{label}: hash (call)"] = (lambda d=driver: d.call(TINY_HASH), pid)
-        actions[f"{label}: cache_len (call)"] = (lambda d=driver: d.call(ops.CacheLen("c")), pid)
-        actions[f"{label}: 1-op program + reset (run)"] = (lambda d=driver: d.run([TINY_HASH]), pid)
+        actions[f"{label}: hash (call)"] = (functools.partial(driver.call, TINY_HASH), pid)
+        actions[f"{label}: cache_len (call)"] = (
+            functools.partial(driver.call, ops.CacheLen("c")),
+            pid,
+        )
+        actions[f"{label}: 1-op program + reset (run)"] = (
+            functools.partial(driver.run, [TINY_HASH]),
+            pid,
+        )
     samples: dict[str, list[float]] = {name: [] for name in actions}
     harness_cpu: dict[str, float] = dict.fromkeys(actions, 0.0)
     child_cpu: dict[str, float | None] = dict.fromkeys(actions, 0.0)
@@ -160,26 +181,40 @@ def one_operation(
     }
 
 
-def time_suite(label: str, make: Callable[[], Driver], reference: list[CaseResult] | None,
-               freeze: bool = False) -> tuple[SuiteTime, list[CaseResult]]:  # fmt: skip
-    cases = suite.all_cases()
+def run_suite(series: SuiteSeries, cases: Sequence[Case]) -> tuple[float, float, list[CaseResult]]:
+    """One whole-suite run: its seconds, the driver's start-up seconds, the results."""
     start = time.perf_counter()
-    driver = make()
+    driver = series.make()
     started = time.perf_counter()
-    if freeze:
+    if series.freeze:
         gc.freeze()
     try:
         results = run_cases(cases, driver)
     finally:
-        if freeze:
+        if series.freeze:
             gc.unfreeze()
         driver.close()
-    seconds = time.perf_counter() - started
-    same = None
-    if reference is not None:
-        same = [r.verdict for r in results] == [r.verdict for r in reference]
-    verdicts = Counter(r.verdict for r in results)
-    return SuiteTime(label, seconds, started - start, verdicts, same), results
+    return time.perf_counter() - started, started - start, results
+
+
+def time_suites(series: Sequence[SuiteSeries], cases: Sequence[Case], repeat: int) -> None:
+    """Warm every series up (one untimed run), then time ``repeat`` interleaved rounds.
+
+    The verdicts of every run are compared with the first series' warm-up run.
+    """
+    reference: list[str] | None = None
+    for s in series:
+        _, _, results = run_suite(s, cases)
+        verdicts: list[str] = [r.verdict for r in results]
+        reference = verdicts if reference is None else reference
+        s.same_as_reference = verdicts == reference
+        s.verdicts = Counter[str](verdicts)
+    for _ in range(repeat):
+        for s in series:
+            seconds, start_seconds, results = run_suite(s, cases)
+            s.seconds.append(seconds)
+            s.start_seconds.append(start_seconds)
+            s.same_as_reference &= [r.verdict for r in results] == reference
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -189,6 +224,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--per-round", type=int, default=300, help="round trips per round (default 300)"
     )
+    parser.add_argument(
+        "--repeat", type=int, default=5,
+        help="timed whole-suite runs of each series, after one untimed (default 5)",
+    )  # fmt: skip
     parser.add_argument(
         "--skip-shipped", action="store_true",
         help="skip the in-process run as shipped (slow: it collects garbage after every drop)",
@@ -224,44 +263,49 @@ def _bench(args: argparse.Namespace, adapter_cmd: list[str] | None) -> int:
             f"  {name:{width}s} {trip.median_us:6.1f} us  {trip.median_us / echo:5.2f}x  "
             f"{trip.harness_cpu_us:28.1f} us {child:>10s}"
         )
-    print(f"\n(b) whole suite: {len(cases)} cases")
+    print(
+        f"\n(b) whole suite: {len(cases)} cases; each series warmed up once, then "
+        f"{args.repeat} timed runs in interleaved rounds (median, min)"
+    )
     reference_adapter = load_adapter(DEFAULT_ADAPTER)
-    frozen, reference = time_suite(
-        "in process, gc frozen", lambda: InProcessDriver(reference_adapter), None, freeze=True
+    frozen = SuiteSeries(
+        "in process, gc frozen", lambda: InProcessDriver(reference_adapter), freeze=True
     )
     rows = [frozen]
+    shipped = SuiteSeries("in process (as shipped)", lambda: InProcessDriver(reference_adapter))
     if not args.skip_shipped:
-        shipped, _ = time_suite(
-            "in process (as shipped)", lambda: InProcessDriver(reference_adapter), reference
-        )
         rows.append(shipped)
-    stdio_ref, _ = time_suite("over stdio: reference server", lambda: StdioDriver(SERVE), reference)
+    stdio_ref = SuiteSeries("over stdio: reference server", lambda: StdioDriver(SERVE))
     rows.append(stdio_ref)
     if adapter_cmd:
-        other, _ = time_suite(
-            f"over stdio: {os.path.basename(adapter_cmd[0])}",
-            lambda: StdioDriver(adapter_cmd),
-            reference,
+        command = adapter_cmd
+        rows.append(
+            SuiteSeries(f"over stdio: {os.path.basename(command[0])}", lambda: StdioDriver(command))
         )
-        rows.append(other)
+    time_suites(rows, cases, args.repeat)
     for row in rows:
         verdicts = ", ".join(f"{n} {v}" for v, n in sorted(row.verdicts.items()))
-        same = "" if row.same_as_reference is None else (
+        same = "" if row is frozen else (
             "; verdicts = reference" if row.same_as_reference else "; VERDICTS DIFFER"
         )  # fmt: skip
-        startup = f" (+{row.start_seconds:.2f} s start)" if row.label.startswith("over") else ""
-        print(f"  {row.label:45s} {row.seconds:7.2f} s{startup}  [{verdicts}{same}]")
+        startup = (
+            f" (+{statistics.median(row.start_seconds):.2f} s start)"
+            if row.label.startswith("over")
+            else ""
+        )
+        print(
+            f"  {row.label:45s} {row.median:7.3f} s {min(row.seconds):7.3f} s{startup}  "
+            f"[{verdicts}{same}]"
+        )
 
-    print("\nratios")
+    print("\nratios of medians")
     for row in rows:
         if row.label.startswith("over stdio"):
-            print(f"  {row.label} / in process, gc frozen: {row.seconds / frozen.seconds:.2f}")
+            print(f"  {row.label} / in process, gc frozen: {row.median / frozen.median:.2f}")
             if not args.skip_shipped:
-                print(
-                    f"  {row.label} / in process (as shipped): {row.seconds / shipped.seconds:.2f}"
-                )
+                print(f"  {row.label} / in process (as shipped): {row.median / shipped.median:.2f}")
     op_ratio = trips["reference: hash (call)"].median_us / echo
-    suite_ratio = stdio_ref.seconds / frozen.seconds
+    suite_ratio = stdio_ref.median / frozen.median
     print(
         f"\ntargets: suite over stdio <= 2x in process: {suite_ratio:.2f}x "
         f"({'met' if suite_ratio <= 2 else 'NOT met'}, against the gc-frozen in-process run); "

@@ -48,13 +48,18 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def file_hashes() -> dict[str, str]:
+    """The SHA-256 of every tracked file as it is on disk now, by its manifest name."""
+    return {name: _sha256(path) for name, path in _tracked_files().items()}
+
+
 def digest_of(entries: dict[str, str]) -> str:
     lines = "".join(f"{name} {sha}\n" for name, sha in sorted(entries.items()))
     return hashlib.sha256(lines.encode("utf-8")).hexdigest()
 
 
 def compute() -> dict[str, object]:
-    files = {name: _sha256(path) for name, path in _tracked_files().items()}
+    files = file_hashes()
     return {
         "format": MANIFEST_FORMAT,
         "suite_version": kvconform.SUITE_VERSION,
@@ -101,7 +106,7 @@ def check() -> Integrity:
         files: dict[str, str] = recorded["files"]
     except (OSError, ValueError, KeyError) as exc:
         return Integrity(kvconform.SUITE_VERSION, "", missing=(f"{path.name} ({exc})",))
-    actual = {name: _sha256(p) for name, p in _tracked_files().items()}
+    actual = file_hashes()
     return Integrity(
         version=recorded.get("suite_version", "?"),
         digest=digest_of(actual),

@@ -131,7 +131,19 @@ def check_references(cases: Iterable[Case]) -> None:
 
 @cache
 def all_cases() -> tuple[Case, ...]:
-    """Every scenario and vector of the installed suite, validated and cross-checked."""
+    """Every scenario and vector of the installed suite, validated and cross-checked.
+
+    From the cache of the last full load (:mod:`kvconform.harness.cache`) when
+    neither the suite's files nor the code have changed since; otherwise, and
+    with ``KVCONFORM_NO_CACHE=1``, by :func:`load_all_cases`.
+    """
+    from kvconform.harness import cache as suite_cache
+
+    return suite_cache.cached_cases(load_all_cases)
+
+
+def load_all_cases() -> tuple[Case, ...]:
+    """Every scenario and vector, each file parsed, validated and compiled now (no cache)."""
     cases: list[Case] = []
     for path in [*scenario_files(), *vector_files()]:
         cases.extend(load_file(path))

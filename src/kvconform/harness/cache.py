@@ -1,0 +1,276 @@
+"""A cache of the compiled suite, so that a run need not parse, validate and compile it again.
+
+Loading the suite (every scenario and vector file parsed, validated against its
+JSON Schema, compiled into :class:`~kvconform.harness.scenario.Case` objects and
+cross-checked against the spec) takes most of a run's time, and its result is a
+pure function of the suite's files and of the code that loads them. So the
+result of a *successful* full load is kept in a file and reused while neither
+has changed.
+
+What is cached
+    The tuple :func:`kvconform.harness.suite.all_cases` returns, nothing else. A
+    load that fails (a malformed file, an unknown requirement) is never cached:
+    the normal load raises the same error, with file, line and field, every time.
+
+Where
+    ``$XDG_CACHE_HOME/kvconform/`` (``~/.cache/kvconform/`` when the variable is
+    unset or not an absolute path), one file per data folder and Python
+    (``suite-<hash>.pickle``), replaced atomically when it is rewritten.
+
+The key (:func:`suite_key`), the SHA-256 of
+    - the digest of the suite's files *as they are on disk now*
+      (:func:`kvconform.harness.manifest.file_hashes`: every scenario, vector,
+      schema and spec file, which is everything the load reads), whatever the
+      shipped manifest says; so under ``--allow-modified`` an edited file gives
+      another key, and is parsed and fully validated;
+    - the resolved data folder (cases carry their files' absolute paths);
+    - the code: the SHA-256 of every ``.py`` file of the ``kvconform`` package,
+      by relative name and content. Content rather than version and mtime: an
+      editable checkout changes its code without changing its version, and a copy
+      or a checkout can carry mtimes over; hashing the ~40 files costs about 1.5 ms.
+      Every module (not only the loader) is included, so that no edit that could
+      change a compiled case can be missed;
+    - Python's implementation and version, and this file's format;
+    - the third-party modules that decide what loads (``yaml``, ``jsonschema``,
+      ``referencing``, ``jsonschema_specifications``): the location, size and
+      mtime of each package's ``__init__`` and of its folder, which an upgrade or
+      a reinstall rewrites (asking their versions would import them or
+      ``importlib.metadata``, which costs more than the whole cached load).
+
+Invalidation
+    Any change of any of these gives another key; an entry with another key is
+    ignored and overwritten by the next full load. The digest is computed again
+    after a full load, and the entry is written only if it has not changed, so
+    files edited during a load are never cached under the old digest.
+
+Fallback
+    Every failure to read or use the cache -- no file, unreadable, not the
+    user's, another key, a checksum mismatch, anything the unpickler raises, a
+    result that is not a tuple of cases -- is a silent miss: the suite is
+    loaded normally. Every failure to write is ignored.
+
+Disabling
+    ``KVCONFORM_NO_CACHE=1`` in the environment (or ``kvconform run --no-cache``)
+    loads every file afresh and neither reads nor writes the cache.
+
+Why pickle, and why it is safe here
+    The cases are frozen dataclasses of operations, values and checks, holding
+    tuples (not lists), bytes, ints beyond 64 bits and floats whose NaN payload
+    bits are part of the test, sharing objects between them. Pickle round-trips
+    all of that exactly with no code per type, so it cannot drift from the
+    operation classes as they change; a JSON codec would need a hand-written
+    encoding of every one. Pickle's danger is that loading can call any
+    importable callable. Here it cannot:
+
+    - the unpickler (:class:`_Unpickler`) resolves only *classes* of
+      already-imported ``kvconform`` modules that are dataclasses, enums or named
+      tuples; any other global (``os.system``, ``builtins.eval``, a function, a
+      class such as a process driver) is refused, so loading can only build
+      those data objects;
+    - the file starts with the format, the key and the SHA-256 of the pickled
+      payload, all checked before unpickling: a stale, truncated or corrupted
+      file is a miss, never a changed verdict; the result must be a tuple of
+      :class:`~kvconform.harness.scenario.Case` or it is a miss too;
+    - the file must belong to the user running kvconform and must not be
+      writable by group or others (checked on the open file), like OpenSSH
+      checks its keys. Whoever can still write it can write the user's
+      installed code as well.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import gc
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import pickle
+import sys
+from collections.abc import Callable
+from contextlib import suppress
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import kvconform
+from kvconform.harness import manifest
+
+if TYPE_CHECKING:
+    from kvconform.harness.scenario import Case
+
+FORMAT = "kvconform-suite-cache/1"
+#: Set to anything but ``""`` or ``"0"`` to neither read nor write the cache.
+DISABLE_ENV = "KVCONFORM_NO_CACHE"
+#: The third-party packages whose code decides whether and how a file loads.
+DEPENDENCIES = ("yaml", "jsonschema", "referencing", "jsonschema_specifications")
+_PROTOCOL = 5
+
+
+def enabled() -> bool:
+    """Whether the cache is in use (``KVCONFORM_NO_CACHE`` unset, empty or ``0``)."""
+    return os.environ.get(DISABLE_ENV, "") in ("", "0")
+
+
+def cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/kvconform``, or ``~/.cache/kvconform``."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    # The XDG base directory specification: a relative path is invalid, ignore it.
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
+    return root / "kvconform"
+
+
+def entry_path() -> Path:
+    """The cache file of this data folder and this Python."""
+    owner = f"{kvconform.data_root().resolve()}\0{sys.implementation.cache_tag}"
+    return cache_dir() / f"suite-{hashlib.sha256(owner.encode()).hexdigest()[:20]}.pickle"
+
+
+def code_fingerprint() -> str:
+    """The SHA-256 of every ``.py`` file of the ``kvconform`` package, names and contents."""
+    package = Path(kvconform.__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        content = path.read_bytes()
+        name = path.relative_to(package).as_posix()
+        digest.update(f"{name}\0{len(content)}\0".encode())
+        digest.update(content)
+    return digest.hexdigest()
+
+
+def _dependency_stamps() -> dict[str, list[object]]:
+    stamps: dict[str, list[object]] = {}
+    for name in DEPENDENCIES:
+        spec = importlib.util.find_spec(name)  # finds the package without importing it
+        if spec is None or spec.origin is None:
+            stamps[name] = ["absent"]
+            continue
+        origin = Path(spec.origin)
+        stamp: list[object] = [str(origin)]
+        for path in (origin, origin.parent):
+            st = path.stat()
+            stamp += [st.st_size, st.st_mtime_ns]
+        stamps[name] = stamp
+    return stamps
+
+
+def suite_key() -> str:
+    """The key of the suite as it is now: files, data folder, code, Python, dependencies."""
+    material = {
+        "format": FORMAT,
+        "suite": manifest.digest_of(manifest.file_hashes()),
+        "data_root": str(kvconform.data_root().resolve()),
+        "code": code_fingerprint(),
+        "python": [sys.implementation.name, sys.version, sys.implementation.cache_tag],
+        "dependencies": _dependency_stamps(),
+    }
+    text = json.dumps(material, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def cached_cases(build: Callable[[], tuple[Case, ...]]) -> tuple[Case, ...]:
+    """The cases of the cache entry for the current key, or ``build()``'s (then stored).
+
+    ``build`` is the full load; whatever it raises propagates unchanged.
+    """
+    if not enabled():
+        return build()
+    try:
+        key, path = suite_key(), entry_path()
+    except Exception:
+        return build()  # e.g. a file cannot be read: the full load words the error
+    found = read(path, key)
+    if found is not None:
+        return found
+    cases = build()
+    with suppress(Exception):
+        if suite_key() == key:  # nothing changed while the files were loaded
+            write(path, key, cases)
+    return cases
+
+
+def read(path: Path, key: str) -> tuple[Case, ...] | None:
+    """The cases stored in ``path`` under ``key``, or ``None`` for any problem at all."""
+    try:
+        with path.open("rb") as stream:
+            if not _private(os.fstat(stream.fileno())):
+                return None
+            blob = stream.read()
+        parts = blob.split(b"\n", 3)
+        if len(parts) != 4:
+            return None
+        format_, stored_key, checksum, payload = parts
+        if format_ != FORMAT.encode() or stored_key != key.encode():
+            return None
+        if checksum != hashlib.sha256(payload).hexdigest().encode():
+            return None
+        cases = _unpickle(payload)
+    except Exception:
+        return None
+    from kvconform.harness.scenario import Case
+
+    if not isinstance(cases, tuple) or not all(type(case) is Case for case in cases):
+        return None
+    return cases
+
+
+def _unpickle(payload: bytes) -> object:
+    """Unpickle with the cycle collector paused, as it was before afterwards.
+
+    None of the many objects being built is garbage, and collecting while they are
+    built costs more than building them (about 15 ms against 7 ms for the suite).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _Unpickler(io.BytesIO(payload)).load()
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def write(path: Path, key: str, cases: tuple[Case, ...]) -> None:
+    """Store ``cases`` under ``key`` in ``path``, atomically (a reader sees old or new)."""
+    payload = pickle.dumps(cases, protocol=_PROTOCOL)
+    checksum = hashlib.sha256(payload).hexdigest()
+    header = f"{FORMAT}\n{key}\n{checksum}\n".encode()
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".suite-", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as stream:  # mkstemp: mode 0600
+            stream.write(header)
+            stream.write(payload)
+        os.replace(temporary, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _private(st: os.stat_result) -> bool:
+    """Owned by this user and writable by nobody else (POSIX; elsewhere, always)."""
+    getuid = getattr(os, "getuid", None)
+    if getuid is None:
+        return True
+    return st.st_uid == getuid() and not st.st_mode & 0o022
+
+
+class _Unpickler(pickle.Unpickler):
+    """Resolves only data classes of loaded ``kvconform`` modules; refuses every other global."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        found: object = None
+        if module == "kvconform" or module.startswith("kvconform."):
+            found = sys.modules.get(module)
+            for part in name.split("."):
+                found = getattr(found, part, None)
+        if isinstance(found, type) and (
+            dataclasses.is_dataclass(found)
+            or issubclass(found, enum.Enum)
+            or (issubclass(found, tuple) and hasattr(found, "_fields"))
+        ):
+            return found
+        raise pickle.UnpicklingError(f"{module}.{name} may not appear in the suite cache")

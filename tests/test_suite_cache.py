@@ -1,0 +1,488 @@
+"""The cache of the compiled suite (kvconform.harness.cache) never changes what runs.
+
+A current entry gives exactly the cases a full load gives; a stale, corrupt,
+foreign or hostile entry is a silent miss; a modified suite is loaded (and
+validated) afresh; the cache can be turned off. And the fast YAML path gives
+the pure loader's data, lines and errors. No test here measures time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import pickle
+import shutil
+import struct
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import kvconform
+from kvconform import cli
+from kvconform.harness import cache, manifest, suite, yamlsource
+from kvconform.harness.scenario import Case
+from kvconform.harness.yamlsource import SourceError
+
+pytestmark = pytest.mark.covers("CONF-3")
+
+
+def canonical(value: object) -> object:
+    """A form that compares equal exactly when two case trees are the same, NaN bits included."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (
+            type(value).__module__,
+            type(value).__qualname__,
+            tuple((f.name, canonical(getattr(value, f.name))) for f in dataclasses.fields(value)),
+        )
+    if isinstance(value, float):
+        return ("float", struct.pack("<d", value))
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, tuple(canonical(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((canonical(k), canonical(v)) for k, v in value.items()))
+    return (type(value).__name__, value)
+
+
+@pytest.fixture(scope="module")
+def fresh() -> tuple[Case, ...]:
+    """The suite loaded in full, once for this module."""
+    return suite.load_all_cases()
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own empty cache folder, with the cache enabled."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    monkeypatch.delenv(cache.DISABLE_ENV, raising=False)
+    return tmp_path / "xdg-cache" / "kvconform"
+
+
+class Counting:
+    """A stand-in for the full load that counts how often it is asked."""
+
+    def __init__(self, cases: tuple[Case, ...]) -> None:
+        self.cases, self.calls = cases, 0
+
+    def __call__(self) -> tuple[Case, ...]:
+        self.calls += 1
+        return self.cases
+
+
+def test_the_cache_lives_under_xdg_cache_home(private_cache: Path) -> None:
+    assert cache.cache_dir() == private_cache
+    assert cache.entry_path().parent == private_cache
+
+
+def test_without_xdg_cache_home_it_is_under_the_home_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert cache.cache_dir() == tmp_path / ".cache" / "kvconform"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/is/invalid")
+    assert cache.cache_dir() == tmp_path / ".cache" / "kvconform"
+
+
+def test_a_current_entry_gives_exactly_the_cases_of_a_full_load(
+    fresh: tuple[Case, ...], private_cache: Path
+) -> None:
+    build = Counting(fresh)
+    first = cache.cached_cases(build)
+    assert build.calls == 1 and first is fresh
+    assert cache.entry_path().is_file()
+    assert cache.entry_path().stat().st_mode & 0o077 == 0
+    second = cache.cached_cases(build)
+    assert build.calls == 1, "a current entry was not used"
+    assert second is not fresh
+    assert canonical(second) == canonical(fresh)
+    assert [c.id for c in second] == [c.id for c in fresh]
+
+
+def test_suite_all_cases_goes_through_the_cache(
+    fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build = Counting(fresh)
+    monkeypatch.setattr(suite, "load_all_cases", build)
+    suite.all_cases.cache_clear()
+    try:
+        suite.all_cases()
+        suite.all_cases.cache_clear()
+        cached = suite.all_cases()
+    finally:
+        suite.all_cases.cache_clear()
+    assert build.calls == 1
+    assert canonical(cached) == canonical(fresh)
+
+
+def test_an_entry_for_another_digest_is_not_used(
+    fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An entry written for other file contents (a stale cache) is ignored and replaced."""
+    real = manifest.file_hashes()
+    other = dict(real)
+    name = next(iter(other))
+    other[name] = "0" * 64
+    monkeypatch.setattr(manifest, "file_hashes", lambda: other)
+    stale_key = cache.suite_key()
+    monkeypatch.setattr(manifest, "file_hashes", lambda: real)
+    assert cache.suite_key() != stale_key
+    cache.write(cache.entry_path(), stale_key, fresh[:3])  # what the stale files compiled to
+
+    build = Counting(fresh)
+    assert cache.cached_cases(build) is fresh
+    assert build.calls == 1
+    assert len(cache.cached_cases(build)) == len(fresh) and build.calls == 1  # replaced
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda m: m.setattr(cache, "code_fingerprint", lambda: "edited"), id="code"),
+        pytest.param(lambda m: m.setattr(kvconform, "data_root", lambda: Path("/x")), id="root"),
+        pytest.param(lambda m: m.setattr(sys, "version", "9.9.9"), id="python"),
+        pytest.param(
+            lambda m: m.setattr(cache, "_dependency_stamps", lambda: {"yaml": ["other"]}),
+            id="dependencies",
+        ),
+    ],
+)
+def test_the_key_changes_with_the_code_the_data_folder_python_and_dependencies(
+    change: Callable[[pytest.MonkeyPatch], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = cache.suite_key()
+    assert cache.suite_key() == before
+    change(monkeypatch)
+    assert cache.suite_key() != before
+
+
+def test_the_code_fingerprint_covers_every_module_of_the_package() -> None:
+    package = Path(kvconform.__file__).resolve().parent
+    modules = {p.relative_to(package).as_posix() for p in package.rglob("*.py")}
+    assert {"harness/scenario.py", "protocol/operations.py", "values.py", "cli.py"} <= modules
+    assert len(cache.code_fingerprint()) == 64
+
+
+def _corruptions() -> list[tuple[str, Callable[[bytes], bytes]]]:
+    def flip_last(blob: bytes) -> bytes:
+        return blob[:-1] + bytes([blob[-1] ^ 0x01])
+
+    def flip_inside(blob: bytes) -> bytes:
+        at = len(blob) // 2
+        return blob[:at] + bytes([blob[at] ^ 0x40]) + blob[at + 1 :]
+
+    return [
+        ("truncated", lambda blob: blob[: len(blob) // 2]),
+        ("last byte flipped", flip_last),
+        ("a payload byte flipped", flip_inside),
+        ("empty", lambda blob: b""),
+        ("garbage", lambda blob: os.urandom(4096)),
+        ("no payload", lambda blob: b"\n".join(blob.split(b"\n", 3)[:3])),
+        ("other format", lambda blob: blob.replace(b"suite-cache/1", b"suite-cache/0", 1)),
+    ]
+
+
+@pytest.mark.parametrize("name, corrupt", _corruptions(), ids=[n for n, _ in _corruptions()])
+def test_a_corrupt_entry_falls_back_silently_to_the_same_cases(
+    fresh: tuple[Case, ...], name: str, corrupt: Callable[[bytes], bytes]
+) -> None:
+    build = Counting(fresh)
+    cache.cached_cases(build)
+    path = cache.entry_path()
+    path.write_bytes(corrupt(path.read_bytes()))
+    got = cache.cached_cases(build)
+    assert build.calls == 2, f"a {name} entry was used"
+    assert canonical(got) == canonical(fresh)
+    # ... and the entry is rewritten, so the next run is fast again
+    assert canonical(cache.cached_cases(build)) == canonical(fresh) and build.calls == 2
+
+
+def _with_header(payload: bytes) -> bytes:
+    """A cache file around ``payload`` whose format, key and checksum are all right."""
+    import hashlib
+
+    checksum = hashlib.sha256(payload).hexdigest()
+    return f"{cache.FORMAT}\n{cache.suite_key()}\n{checksum}\n".encode() + payload
+
+
+class _Call:
+    """Pickles as a call of ``target(*args)``."""
+
+    def __init__(self, target: Callable[..., object], *args: object) -> None:
+        self.target, self.args = target, args
+
+    def __reduce__(self) -> tuple[Callable[..., object], tuple[object, ...]]:
+        return self.target, self.args
+
+
+CALLED: list[object] = []
+
+
+def record_call(*args: object) -> tuple[Case, ...]:
+    CALLED.append(args)
+    return ()
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        pytest.param(lambda: pickle.dumps(_Call(os.system, "echo pwned")), id="os.system"),
+        pytest.param(lambda: pickle.dumps(_Call(record_call, "x")), id="a test function"),
+        pytest.param(lambda: pickle.dumps(_Call(cache.write, "a", "b", ())), id="a kvconform func"),
+        pytest.param(lambda: pickle.dumps(_Call(eval, "()")), id="builtins.eval"),
+        pytest.param(lambda: pickle.dumps([1, 2]), id="not a tuple of cases"),
+        pytest.param(lambda: pickle.dumps(("a case id",)), id="a tuple of strings"),
+    ],
+)
+def test_a_hostile_or_foreign_entry_with_a_valid_checksum_runs_nothing(
+    fresh: tuple[Case, ...], payload: Callable[[], bytes]
+) -> None:
+    CALLED.clear()
+    path = cache.entry_path()
+    path.parent.mkdir(parents=True)
+    path.write_bytes(_with_header(payload()))
+    path.chmod(0o600)
+    build = Counting(fresh)
+    assert canonical(cache.cached_cases(build)) == canonical(fresh)
+    assert build.calls == 1 and CALLED == []
+
+
+def test_the_unpickler_admits_only_data_classes_of_kvconform() -> None:
+    from kvconform.values import Geometry
+
+    unpickler = cache._Unpickler(io.BytesIO(b""))
+    assert unpickler.find_class("kvconform.values", "Geometry") is Geometry
+    for module, name in [
+        ("os", "system"),
+        ("builtins", "eval"),
+        ("kvconform.harness.cache", "write"),
+        ("kvconform.protocol.driver", "InProcessDriver"),  # a class, but not data
+        ("kvconform.no_such_module", "Thing"),
+    ]:
+        with pytest.raises(pickle.UnpicklingError):
+            unpickler.find_class(module, name)
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+def test_an_entry_others_can_write_is_not_used(fresh: tuple[Case, ...]) -> None:
+    build = Counting(fresh)
+    cache.cached_cases(build)
+    cache.entry_path().chmod(0o666)
+    cache.cached_cases(build)
+    assert build.calls == 2
+
+
+def test_an_unwritable_cache_folder_is_ignored(
+    fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "a-file-not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    build = Counting(fresh)
+    assert cache.cached_cases(build) is fresh
+    assert cache.cached_cases(build) is fresh and build.calls == 2
+
+
+def test_a_load_that_fails_is_raised_and_never_cached(private_cache: Path) -> None:
+    def broken() -> tuple[Case, ...]:
+        raise SourceError("demo.yaml", 3, "scenarios[0]", "broken on purpose")
+
+    for _ in range(2):
+        with pytest.raises(SourceError, match=r"demo\.yaml:3 at scenarios"):
+            cache.cached_cases(broken)
+    assert not private_cache.exists() or not any(private_cache.iterdir())
+
+
+def test_files_that_change_during_the_load_are_not_cached(
+    fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch, private_cache: Path
+) -> None:
+    real = manifest.file_hashes()
+
+    def build() -> tuple[Case, ...]:
+        edited = {**real, next(iter(real)): "1" * 64}
+        monkeypatch.setattr(manifest, "file_hashes", lambda: edited)
+        return fresh
+
+    assert cache.cached_cases(build) is fresh
+    assert not cache.entry_path().exists()
+
+
+def test_the_cache_can_be_disabled_by_the_environment(
+    fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch, private_cache: Path
+) -> None:
+    monkeypatch.setenv(cache.DISABLE_ENV, "1")
+    assert not cache.enabled()
+    build = Counting(fresh)
+    cache.cached_cases(build)
+    cache.cached_cases(build)
+    assert build.calls == 2
+    assert not private_cache.exists()
+    monkeypatch.setenv(cache.DISABLE_ENV, "0")
+    assert cache.enabled()
+
+
+def test_the_cache_can_be_disabled_on_the_command_line(
+    fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch, private_cache: Path
+) -> None:
+    build = Counting(fresh)
+    monkeypatch.setattr(suite, "load_all_cases", build)
+    out, err = io.StringIO(), io.StringIO()
+    assert cli.main(["list", "--no-cache", "--id", fresh[0].id], out, err) == cli.EXIT_OK
+    assert fresh[0].id in out.getvalue()
+    assert build.calls == 1
+    assert not private_cache.exists()
+
+
+@pytest.mark.parametrize("command", ["run", "list"])
+def test_the_help_documents_the_cache_and_how_to_turn_it_off(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--no-cache" in text and "KVCONFORM_NO_CACHE=1" in text
+    assert "~/.cache/kvconform" in text and "XDG_CACHE_HOME" in text
+
+
+# A modified suite ---------------------------------------------------------------
+
+
+@pytest.fixture
+def suite_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A copy of the suite's data, with a current manifest, as the installed suite."""
+    root = tmp_path / "data"
+    for name in ("conformance", "vectors", "spec"):
+        shutil.copytree(kvconform.data_root() / name, root / name)
+    monkeypatch.setattr(kvconform, "data_root", lambda: root)
+    manifest.manifest_path().write_text(manifest.render(), encoding="utf-8")
+    suite.all_cases.cache_clear()
+    suite.requirements.cache_clear()
+    yield root
+    suite.all_cases.cache_clear()
+    suite.requirements.cache_clear()
+
+
+def _run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = cli.main(list(argv), out, err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def _replace_field(path: Path, case: Case, field: str, value: str) -> int:
+    """Set a top-level field of ``case`` (found by its line, not by any step verb); its line."""
+    assert case.line is not None
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    at = next(
+        i for i in range(case.line - 1, len(lines)) if lines[i].lstrip().startswith(f"{field}:")
+    )
+    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+    lines[at] = f"{indent}{field}: {value}\n"
+    path.write_text("".join(lines), encoding="utf-8")
+    return at + 1
+
+
+def test_under_allow_modified_the_modified_scenario_is_what_runs(
+    suite_copy: Path, tmp_path: Path, private_cache: Path
+) -> None:
+    first = next(c for c in suite.all_cases() if c.kind == "scenario")  # loads and caches
+    assert cache.entry_path().is_file(), "the unmodified copy was not cached"
+    suite.all_cases.cache_clear()
+    report = tmp_path / "report.json"
+    status, _, err = _run("run", "--quiet", "--id", first.id, "--json", str(report))
+    assert status == cli.EXIT_OK, err
+    assert json.loads(report.read_text())["results"][0]["title"] == first.title
+
+    _replace_field(Path(first.file), first, "title", "Retitled by test_suite_cache")
+    suite.all_cases.cache_clear()
+    status, _, err = _run("run", "--quiet", "--id", first.id)
+    assert status == cli.EXIT_USAGE and "altered: scenarios/" in err
+    status, _, err = _run(
+        "run", "--quiet", "--allow-modified", "--id", first.id, "--json", str(report)
+    )
+    assert status == cli.EXIT_OK, err
+    data = json.loads(report.read_text())
+    assert data["results"][0]["title"] == "Retitled by test_suite_cache"
+    assert "altered" in data["suite"]["modified"]
+
+
+def test_under_allow_modified_a_changed_expectation_changes_the_verdict(
+    suite_copy: Path, private_cache: Path
+) -> None:
+    vector = next(c for c in suite.all_cases() if c.kind == "vector")  # loads and caches
+    suite.all_cases.cache_clear()
+    status, _, err = _run("run", "--quiet", "--id", vector.id)
+    assert status == cli.EXIT_OK, err
+    path = Path(vector.file)
+    document = json.loads(path.read_text(encoding="utf-8"))
+    entry = next(v for v in document["vectors"] if v["id"] == vector.id)
+    entry["expect"] = [f"0x{(int(entry['expect'][0], 16) ^ 1):016x}", *entry["expect"][1:]]
+    path.write_text(json.dumps(document, indent=2), encoding="utf-8")
+    suite.all_cases.cache_clear()
+    status, out, _ = _run("run", "--quiet", "--allow-modified", "--id", vector.id)
+    assert status == cli.EXIT_FAILED and vector.id in out
+
+
+def test_under_allow_modified_a_malformed_scenario_is_still_refused_with_its_line(
+    suite_copy: Path, private_cache: Path
+) -> None:
+    first = next(c for c in suite.all_cases() if c.kind == "scenario")  # loads and caches
+    assert cache.entry_path().is_file()
+    path = Path(first.file)
+    line = _replace_field(path, first, "class", "no-such-class")
+    suite.all_cases.cache_clear()
+    status, _, err = _run("run", "--quiet", "--allow-modified")
+    assert status == cli.EXIT_USAGE
+    assert f"{path}:{line} at scenarios[" in err and ".class: " in err, err
+    assert "no-such-class" in err
+
+
+# The fast YAML path -------------------------------------------------------------
+
+
+needs_libyaml = pytest.mark.skipif(
+    yamlsource._fast_loader() is None, reason="PyYAML built without libyaml"
+)
+
+
+@needs_libyaml
+def test_the_fast_and_the_pure_yaml_loader_agree_on_every_shipped_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    files = suite.scenario_files()
+    assert files
+    fast = [yamlsource.load_yaml(p) for p in files]
+    monkeypatch.setattr(yamlsource, "_fast_loader", lambda: None)
+    pure = [yamlsource.load_yaml(p) for p in files]
+    for a, b in zip(fast, pure, strict=True):
+        assert canonical(a.data) == canonical(b.data), a.file
+        assert a.lines == b.lines, a.file
+
+
+@needs_libyaml
+@pytest.mark.parametrize(
+    "text",
+    [
+        "kvconform: scenarios/1\nscenarios: [\n",
+        "a: 1\n  b: 2\n",
+        "a: !!python/object/apply:os.system [echo]\n",
+        "",
+        "a: \x07bell\n",
+        'a: "\\ud800"\nb: [\n',
+    ],
+    ids=["unclosed", "indent", "python-tag", "empty", "non-printable", "surrogate-then-bad"],
+)
+def test_a_malformed_file_gives_the_pure_loaders_error_word_for_word(
+    text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SourceError) as fast:
+        yamlsource.load_yaml(path)
+    monkeypatch.setattr(yamlsource, "_fast_loader", lambda: None)
+    with pytest.raises(SourceError) as pure:
+        yamlsource.load_yaml(path)
+    assert str(fast.value) == str(pure.value)
+    assert str(path) in str(fast.value)
