@@ -5,6 +5,10 @@
     kvconform compare a.json b.json -o matrix.html
     kvconform list --requirement PLAN-6
 
+The compiled suite is cached in ``$XDG_CACHE_HOME/kvconform`` (``~/.cache/kvconform``),
+keyed by the digest of the suite's files and the code (kvconform.harness.cache);
+``--no-cache`` or ``KVCONFORM_NO_CACHE=1`` loads every file afresh.
+
 Exit statuses of ``run``: 0 conformant for the declared classes (or, with an
 expectations file, no unexpected failure and no stale entry); 1 failures;
 2 a usage or suite error; 3 the adapter could not start.
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import io
 import json
 import shlex
 import sys
@@ -22,18 +27,23 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import Any, NoReturn, TextIO, cast
 
 import kvconform
 from kvconform.adapters import DEFAULT_ADAPTER, AdapterSpecError, load_adapter
-from kvconform.harness import expectations as expectations_mod
 from kvconform.harness import manifest, suite
 from kvconform.harness.runner import CaseResult, run_case
 from kvconform.harness.scenario import Case
 from kvconform.harness.yamlsource import SourceError
 from kvconform.protocol.driver import Driver, InProcessDriver
-from kvconform.reports import html, junit, markdown, record
+from kvconform.reports.untrusted import visible
 from kvconform.values import OPTIONS
+
+# Imported where they are used, so that a command pays only for what it needs:
+# kvconform.reports (reports; compare), kvconform.harness.expectations (and with
+# it PyYAML; --expectations), kvconform.differential and Hypothesis (--generated),
+# numpy (the reference adapter, in process only), jsonschema and PyYAML (only
+# when the suite is loaded rather than read from the cache).
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ADAPTER = 0, 1, 2, 3
 
@@ -148,6 +158,7 @@ def _parser() -> argparse.ArgumentParser:
         help="failures printed in full at the end (default 10)",
     )
     run.add_argument("--quiet", action="store_true", help="no progress display")
+    _add_no_cache(run)
 
     listing = commands.add_parser(
         "list",
@@ -155,6 +166,7 @@ def _parser() -> argparse.ArgumentParser:
         description="List the cases a selection picks.",
     )
     _add_selection(listing)
+    _add_no_cache(listing)
 
     compare = commands.add_parser(
         "compare",
@@ -164,6 +176,22 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("reports", nargs="+", type=Path, metavar="REPORT.json")
     compare.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.html")
     return parser
+
+
+def _add_no_cache(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="parse, validate and compile every suite file now, neither reading nor writing "
+        "the cache of the compiled suite (kept in $XDG_CACHE_HOME/kvconform, default "
+        "~/.cache/kvconform, keyed by the files' digest and the code; also "
+        "KVCONFORM_NO_CACHE=1)",
+    )
+
+
+def _cases(args: argparse.Namespace) -> tuple[Case, ...]:
+    """The suite's cases: from the cache when allowed and current, else loaded now."""
+    return suite.load_all_cases() if args.no_cache else suite.all_cases()
 
 
 def _add_selection(parser: argparse.ArgumentParser) -> None:
@@ -329,12 +357,14 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         )
     generated = _generated_options(args)
     try:
-        pool = [*suite.all_cases(), *(generated.cases if generated else ())]
+        pool = [*_cases(args), *(generated.cases if generated else ())]
         cases = select(pool, args)
     except SourceError as exc:
         raise UsageError(str(exc)) from None
     known = None
     if args.expectations:
+        from kvconform.harness import expectations as expectations_mod
+
         try:
             known = expectations_mod.load(args.expectations, (c.id for c in pool))
         except SourceError as exc:
@@ -360,7 +390,13 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         progress.finish()
         driver.close()
     seconds = time.perf_counter() - clock
-    gate = expectations_mod.gate(results, known) if known else None
+    from kvconform.reports import record
+
+    gate = None
+    if known:
+        from kvconform.harness import expectations as expectations_mod
+
+        gate = expectations_mod.gate(results, known)
     report = record.build(
         results,
         driver.info,
@@ -393,6 +429,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         report["suite"]["modified"] = integrity.problems()
     _write_reports(args, report)
     if args.write_expectations:
+        from kvconform.harness import expectations as expectations_mod
+
         n = expectations_mod.write(args.write_expectations, results)
         err.write(f"wrote {n} known failure(s) to {args.write_expectations}\n")
     _print_summary(report, results, args, integrity, out)
@@ -486,6 +524,10 @@ def _write_reports(args: argparse.Namespace, report: dict[str, object]) -> None:
         }
         for kind, name in defaults.items():
             targets[kind] = targets[kind] or args.report_dir / name
+    if not any(targets.values()):
+        return
+    from kvconform.reports import html, junit, markdown, record
+
     writers = {
         "json": record.write,
         "junit": junit.write,
@@ -502,7 +544,7 @@ def _write_reports(args: argparse.Namespace, report: dict[str, object]) -> None:
 
 
 def _print_summary(
-    report: dict,
+    report: dict[str, Any],
     results: Sequence[CaseResult],
     args: argparse.Namespace,
     integrity: manifest.Integrity,
@@ -573,7 +615,7 @@ def _print_summary(
 
 def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
     try:
-        cases = select(suite.all_cases(), args)
+        cases = select(_cases(args), args)
     except SourceError as exc:
         raise UsageError(str(exc)) from None
     for case in cases:
@@ -583,6 +625,8 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_compare(args: argparse.Namespace, err: TextIO) -> int:
+    from kvconform.reports import html, record
+
     reports = []
     for path in args.reports:
         try:
@@ -597,11 +641,40 @@ def cmd_compare(args: argparse.Namespace, err: TextIO) -> int:
     return EXIT_OK
 
 
+class _Visible(io.TextIOBase):
+    """A console stream on which an adapter's words cannot act (spec/security.md).
+
+    Everything written is made visible (:func:`kvconform.reports.untrusted.visible`):
+    control sequences and lone surrogates appear as escapes. The one control
+    character the command itself uses, a carriage return that starts a progress
+    update, is kept.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if text.startswith("\r"):
+            self._stream.write("\r" + visible(text[1:]))
+        else:
+            self._stream.write(visible(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def writable(self) -> bool:
+        return True
+
+
 def main(
     argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
+    out = cast(TextIO, _Visible(out or sys.stdout))
+    err = cast(TextIO, _Visible(err or sys.stderr))
     try:
         args = _parser().parse_args(argv)
         if args.command == "run":

@@ -18,6 +18,7 @@ import re
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,7 @@ class Case:
         """``seed`` or ``decision``: whether a failure is about safety or about policy."""
         return "decision" if self.basis else "seed"
 
-    @property
+    @cached_property
     def file_name(self) -> str:
         """The file, relative to the suite's folders when it is one of theirs."""
         path = Path(self.file).resolve()

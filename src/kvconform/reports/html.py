@@ -6,10 +6,19 @@ attached to a CI run or mailed as they are.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Mapping, Sequence
-from html import escape
 from pathlib import Path
 from typing import Any
+
+from kvconform.reports.files import write_atomic
+from kvconform.reports.untrusted import visible
+
+
+def escape(text: object) -> str:
+    """Any text as HTML character data or an attribute value (:mod:`.untrusted`)."""
+    return html.escape(visible(str(text)))
+
 
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:75em;padding:0 1em;color:#222}
@@ -179,8 +188,8 @@ def _split(summary: Mapping[str, Any]) -> str:
 
 
 def write_run(report: Mapping[str, Any], path: Path) -> None:
-    path.write_text(render_run(report), encoding="utf-8")
+    write_atomic(path, render_run(report))
 
 
 def write_compare(reports: Sequence[Mapping[str, Any]], path: Path) -> None:
-    path.write_text(render_compare(reports), encoding="utf-8")
+    write_atomic(path, render_compare(reports))

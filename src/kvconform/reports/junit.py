@@ -8,6 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from kvconform.reports.files import write_atomic
+from kvconform.reports.untrusted import xml as _x
+
 
 def render(report: Mapping[str, Any]) -> str:
     by_area: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
@@ -16,7 +19,7 @@ def render(report: Mapping[str, Any]) -> str:
     summary = report["summary"]
     root = ET.Element(
         "testsuites",
-        name=f"kvconform {report['suite']['version']} against {report['adapter']['name']}",
+        name=_x(f"kvconform {report['suite']['version']} against {report['adapter']['name']}"),
         tests=str(summary["total"]),
         failures=str(summary["failed"]),
         skipped=str(summary["not_applicable"]),
@@ -26,7 +29,7 @@ def render(report: Mapping[str, Any]) -> str:
         suite = ET.SubElement(
             root,
             "testsuite",
-            name=area,
+            name=_x(area),
             tests=str(len(results)),
             failures=str(sum(r["verdict"] == "failed" for r in results)),
             skipped=str(sum(r["verdict"] == "not_applicable" for r in results)),
@@ -36,32 +39,32 @@ def render(report: Mapping[str, Any]) -> str:
             case = ET.SubElement(
                 suite,
                 "testcase",
-                classname=f"kvconform.{area}",
-                name=r["id"],
+                classname=_x(f"kvconform.{area}"),
+                name=_x(r["id"]),
                 time=f"{r.get('seconds', 0.0):.6f}",
-                file=r.get("file", ""),
+                file=_x(r.get("file", "")),
             )
             props = ET.SubElement(case, "properties")
             for req in r["requires"]:
-                ET.SubElement(props, "property", name="requirement", value=req)
+                ET.SubElement(props, "property", name="requirement", value=_x(req))
             basis = r.get("basis", "seed")
             shown = "seed" if basis == "seed" else ",".join(basis)
-            ET.SubElement(props, "property", name="basis", value=shown)
+            ET.SubElement(props, "property", name="basis", value=_x(shown))
             if r["verdict"] == "failed":
                 failure = r["failure"]
                 on = "seed" if basis == "seed" else "decision " + ",".join(basis)
                 node = ET.SubElement(
                     case,
                     "failure",
-                    message=f"[{on}] {failure['step']}: expected {failure['expected']}",
+                    message=_x(f"[{on}] {failure['step']}: expected {failure['expected']}"),
                     type="seed" if basis == "seed" else "decision",
                 )
-                node.text = failure["text"]
+                node.text = _x(failure["text"])
             elif r["verdict"] == "not_applicable":
-                ET.SubElement(case, "skipped", message=r.get("reason", "not applicable"))
+                ET.SubElement(case, "skipped", message=_x(r.get("reason", "not applicable")))
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
 def write(report: Mapping[str, Any], path: Path) -> None:
-    path.write_text(render(report), encoding="utf-8")
+    write_atomic(path, render(report))

@@ -2,29 +2,48 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from kvconform.reports.files import write_atomic
+from kvconform.reports.untrusted import markdown as _m
 
 _MARK = {"passed": "pass", "failed": "FAIL", "not_applicable": "n/a", "not_run": "not run"}
 
 
+_PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _code(text: object) -> str:
+    """An id as inline code when it is plain, else as inert text (it may come from a file)."""
+    shown = str(text)
+    return f"`{shown}`" if _PLAIN_ID.fullmatch(shown) else _m(shown)
+
+
+def _list(items: Iterable[object]) -> str:
+    return ", ".join(_m(str(item)) for item in items)
+
+
 def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
+    """The summary; each string from the adapter or the report file is inert (:mod:`.untrusted`)."""
     s = report["summary"]
     a = report["adapter"]
     verdict = "conformant" if s["failed"] == 0 else "NOT conformant"
     gate = report.get("gate")
     lines = [
-        f"## kvconform {report['suite']['version']}: {a['name']} {a['version']} is {verdict}"
+        f"## kvconform {_m(report['suite']['version'])}: {_m(a['name'])} {_m(a['version'])} "
+        f"is {verdict}"
         " for its declared classes",
         "",
         f"{s['passed']} passed, {s['failed']} failed, {s['not_applicable']} not applicable "
         f"of {s['total']} cases in {report['seconds']:.1f} s. "
-        f"Classes declared: {', '.join(a['classes']) or 'none'}. "
+        f"Classes declared: {_list(a['classes']) or 'none'}. "
         + _declared(a)
         + f"Failed on the seeds' semantics: {s.get('failed_by_basis', {}).get('seed', 0)}; "
         f"on a decision: {s.get('failed_by_basis', {}).get('decision', 0)}. "
-        f"Suite digest `{report['suite']['digest'][:16]}`.",
+        f"Suite digest {_code(report['suite']['digest'][:16])}.",
         "",
     ]
     if gate:
@@ -38,15 +57,15 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
             ("Unexpected failure", "unexpected_failures"),
             ("Listed as failing but passes (remove it)", "stale"),
         ):
-            lines += [f"- {label}: `{case_id}`" for case_id in gate[key]]
+            lines += [f"- {label}: {_code(case_id)}" for case_id in gate[key]]
         if gate["unexpected_failures"] or gate["stale"]:
             lines.append("")
     lines += ["| class | passed | failed | not applicable |", "|---|---|---|---|"]
     for cls, c in s["by_class"].items():
-        lines.append(f"| {cls} | {c['passed']} | {c['failed']} | {c['not_applicable']} |")
+        lines.append(f"| {_m(cls)} | {c['passed']} | {c['failed']} | {c['not_applicable']} |")
     lines += ["", "| area | passed | failed | not applicable |", "|---|---|---|---|"]
     for area, c in s["by_area"].items():
-        lines.append(f"| {area} | {c['passed']} | {c['failed']} | {c['not_applicable']} |")
+        lines.append(f"| {_m(area)} | {c['passed']} | {c['failed']} | {c['not_applicable']} |")
     failed = [r for r in report["results"] if r["verdict"] == "failed"]
     groups = (
         ("on the seeds' semantics (safety)", [r for r in failed if r.get("basis") == "seed"]),
@@ -65,10 +84,10 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
                 break
             shown += 1
             f = r["failure"]
-            basis = "" if r.get("basis") == "seed" else f" [decision {', '.join(r['basis'])}]"
+            basis = "" if r.get("basis") == "seed" else f" (decision {_list(r['basis'])})"
             lines += [
-                f"- **`{r['id']}`** ({', '.join(f['requires'])}){basis} at {f['step']}: "
-                f"expected {f['expected']}; got {f['actual']}",
+                f"- **{_code(r['id'])}** ({_list(f['requires'])}){basis} at {_m(f['step'])}: "
+                f"expected {_m(f['expected'])}; got {_m(f['actual'])}",
             ]
     if len(failed) > shown:
         lines.append(f"- ... and {len(failed) - shown} more (see the JSON report)")
@@ -78,7 +97,7 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
         "",
         f"Requirements: {sum(v['verdict'] == 'passed' for v in reqs.values())} met, "
         f"{len(failing)} failed"
-        + (f" ({', '.join(failing)})" if failing else "")
+        + (f" ({_list(failing)})" if failing else "")
         + f", {sum(v['verdict'] in ('not_applicable', 'not_run') for v in reqs.values())} "
         "not checked.",
         "",
@@ -91,7 +110,7 @@ def _declared(adapter: Mapping[str, Any]) -> str:
     from kvconform.values import OPTIONS
 
     chosen = [
-        f"{name}: {value}"
+        f"{_m(name)}: {_m(str(value))}"
         for name, value in adapter.get("options", {}).items()
         if name in OPTIONS and value != OPTIONS[name].default
     ]
@@ -99,7 +118,7 @@ def _declared(adapter: Mapping[str, Any]) -> str:
 
 
 def write(report: Mapping[str, Any], path: Path) -> None:
-    path.write_text(render(report), encoding="utf-8")
+    write_atomic(path, render(report))
 
 
 __all__ = ["_MARK", "render", "write"]

@@ -12,6 +12,7 @@ import kvconform
 from kvconform.harness import suite
 from kvconform.harness.runner import CaseResult
 from kvconform.harness.yamlsource import Document, validate
+from kvconform.reports.files import write_atomic
 from kvconform.values import OPTIONS, AdapterInfo
 
 REPORT_FORMAT = "kvconform-report/1"
@@ -146,7 +147,7 @@ def requirement_verdicts(results: Sequence[CaseResult]) -> dict[str, dict[str, A
 
 
 def write(report: Mapping[str, Any], path: Path) -> None:
-    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    write_atomic(path, json.dumps(report, indent=2) + "\n")  # ASCII: lone surrogates escaped
 
 
 def read(path: Path) -> dict[str, Any]:

@@ -1,0 +1,33 @@
+"""Writing report files: whole or not at all."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` through a temporary file in the same folder.
+
+    A reader sees the previous file or the new one, never a part; an error
+    (an unwritable folder, a full disk) leaves ``path`` as it was and raises
+    :class:`OSError`. Text that cannot be encoded (a lone surrogate) is written
+    as an escape rather than raising: renderers make text visible first.
+    """
+    data = text.encode("utf-8", "backslashreplace")
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.chmod(temporary, 0o666 & ~_umask())  # as an ordinary new file would be
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
