@@ -50,7 +50,7 @@ def test_default_run_is_green_against_the_reference() -> None:
         (["run", "--area", "no-such-area"], "matches no case"),
         (["run", "--requirement", "PLAN-999"], "no such requirement"),
         (["run", "--class", "planning"], "not one of"),
-        (["run", "--timeout", "-1"], "must be greater than 0"),
+        (["run", "--timeout", "-1"], "above 0"),
         (["run", "--adapter", "no_such_module:make"], "cannot import"),
         (["run", "--adapter", "json"], "expected 'module:factory'"),
         (["run", "--adapter", "x:y", "--adapter-cmd", "z"], "not allowed with"),

@@ -208,3 +208,39 @@ def test_the_plugin_skips_undeclared_classes_with_the_reason() -> None:
     assert result.returncode == 0, result.stdout[-2000:]
     assert "does not declare the class identity" in result.stdout
     assert " passed" not in result.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        (  # 438 bytes that once took 12.6 s and 2.2 GB to load
+            "a: &a [x, x, x, x, x, x, x, x, x]\n"
+            + "".join(
+                f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n"
+                for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+            ),
+            "expands to more than",
+        ),
+        ("x: &x {y: *x}\n", "refers to the node that contains it"),
+        ("kvconform: scenarios/2\narea: demo\narea: other\n", "'area' is given twice"),
+        ("a: " + "[" * 100 + "]" * 100 + "\n", "nested deeper than"),
+        ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nested"),
+    ],
+)
+def test_a_file_that_only_a_loader_would_accept_is_refused_with_its_line(
+    tmp_path: Path, text: str, fragment: str
+) -> None:
+    path = _write(tmp_path, text)
+    with pytest.raises(SourceError) as caught:
+        load_scenario_file(path)
+    assert fragment in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_merge_keys_of_fixtures_are_not_duplicates(tmp_path: Path) -> None:
+    steps = "      - cache_new: {as: c, <<: *small, max_seq_len: 4}\n"
+    head = GOOD_HEAD.replace(
+        "area: demo\n",
+        "area: demo\nfixtures:\n  small: &small {n_layers: 1, n_kv_heads: 1, head_dim: 1}\n",
+    )
+    (case,) = load_scenario_file(_write(tmp_path, head + steps))
+    assert case.program[0].geometry.max_seq_len == 4  # type: ignore[attr-defined]

@@ -9,9 +9,14 @@ The compiled suite is cached in ``$XDG_CACHE_HOME/kvconform`` (``~/.cache/kvconf
 keyed by the digest of the suite's files and the code (kvconform.harness.cache);
 ``--no-cache`` or ``KVCONFORM_NO_CACHE=1`` loads every file afresh.
 
-Exit statuses of ``run``: 0 conformant for the declared classes (or, with an
-expectations file, no unexpected failure and no stale entry); 1 failures;
-2 a usage or suite error; 3 the adapter could not start.
+Exit statuses (spec/security.md): 0 conformant for the declared classes (or,
+with an expectations file, no unexpected failure and no stale entry); 1 failures;
+2 a usage or suite error (a bad argument, an unwritable output, a malformed or
+modified suite file); 3 the adapter could not start, or stopped answering (the
+cases it never ran are reported "not run"); 4 an internal error of kvconform
+(a bug: the reports so far are written, marked incomplete); 130 interrupted
+(SIGINT, SIGTERM or SIGHUP: the adapter's process group is stopped and the
+reports so far are written, marked interrupted).
 """
 
 from __future__ import annotations
@@ -20,9 +25,12 @@ import argparse
 import fnmatch
 import io
 import json
+import os
 import shlex
+import signal
 import sys
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
@@ -45,7 +53,10 @@ from kvconform.values import OPTIONS
 # numpy (the reference adapter, in process only), jsonschema and PyYAML (only
 # when the suite is loaded rather than read from the cache).
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ADAPTER = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ADAPTER, EXIT_INTERNAL = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130
+#: The longest per-request timeout accepted (seconds).
+MAX_TIMEOUT = 3600.0
 
 
 class UsageError(Exception):
@@ -54,6 +65,14 @@ class UsageError(Exception):
 
 class AdapterStartFailed(Exception):
     """The adapter could not be started: exit status 3."""
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP: stop as SIGINT does (a BaseException, like KeyboardInterrupt)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 class _Parser(argparse.ArgumentParser):
@@ -90,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--timeout",
-        type=_positive_float,
+        type=_timeout,
         default=10.0,
         metavar="SECONDS",
         help="per-request timeout for --adapter-cmd (default 10)",
@@ -152,7 +171,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--max-failures-shown",
-        type=int,
+        type=_count,
         default=10,
         metavar="N",
         help="failures printed in full at the end (default 10)",
@@ -167,6 +186,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_selection(listing)
     _add_no_cache(listing)
+    listing.add_argument(
+        "--allow-modified",
+        action="store_true",
+        help="list even if suite files differ from the shipped manifest",
+    )
 
     compare = commands.add_parser(
         "compare",
@@ -228,13 +252,26 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _positive_float(text: str) -> float:
+def _timeout(text: str) -> float:
+    """Seconds: a finite number above 0, at most :data:`MAX_TIMEOUT`."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be greater than 0")
+    if not 0 < value <= MAX_TIMEOUT:  # also false for nan
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}, got {text!r}"
+        )
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
     return value
 
 
@@ -289,9 +326,7 @@ def select(cases: Sequence[Case], args: argparse.Namespace) -> list[Case]:
 
 def _driver(args: argparse.Namespace) -> Driver:
     if args.adapter_cmd:
-        argv = shlex.split(args.adapter_cmd)
-        if not argv:
-            raise UsageError("--adapter-cmd is empty")
+        argv = _adapter_argv(args.adapter_cmd)
         from kvconform.protocol.client import AdapterStartError, StdioDriver
 
         try:
@@ -348,13 +383,89 @@ class Progress:
             self._flush_area()
 
 
-def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+def _integrity(args: argparse.Namespace, err: TextIO) -> manifest.Integrity:
+    """The manifest check every command that reads the suite runs first."""
     integrity = manifest.check()
-    if not integrity.intact and not args.allow_modified:
-        raise UsageError(
-            f"the installed suite differs from its manifest ({integrity.problems()}); "
-            "reinstall kvconform, or pass --allow-modified to run it anyway"
-        )
+    if not integrity.intact:
+        if not args.allow_modified:
+            raise UsageError(
+                f"the installed suite differs from its manifest ({integrity.problems()}); "
+                "reinstall kvconform, or pass --allow-modified to use it anyway"
+            )
+        err.write(f"kvconform: warning: MODIFIED SUITE ({integrity.problems()})\n")
+    return integrity
+
+
+def _output_paths(args: argparse.Namespace) -> dict[str, Path]:
+    targets = {"json": args.json, "junit": args.junit, "markdown": args.markdown, "html": args.html}
+    if args.report_dir:
+        defaults = {
+            "json": "report.json",
+            "junit": "report.xml",
+            "markdown": "summary.md",
+            "html": "report.html",
+        }
+        for kind, name in defaults.items():
+            targets[kind] = targets[kind] or args.report_dir / name
+    return {kind: path for kind, path in targets.items() if path is not None}
+
+
+def _preflight(args: argparse.Namespace) -> None:
+    """Refuse, before anything runs, an argument the run would stumble on later."""
+    if args.adapter_cmd is not None:
+        _adapter_argv(args.adapter_cmd)
+    if args.report_dir:
+        _writable_dir(args.report_dir, "--report-dir")
+    outputs = [(f"the {kind} report", path) for kind, path in _output_paths(args).items()]
+    if args.write_expectations:
+        outputs.append(("--write-expectations", args.write_expectations))
+        if args.expectations and _same_file(args.expectations, args.write_expectations):
+            raise UsageError(
+                "--write-expectations would overwrite the --expectations file it reads "
+                "(and replace every reason with TODO); write to another file"
+            )
+    for what, path in outputs:
+        if path.is_dir():
+            raise UsageError(f"{what}: {path} is a directory")
+        _writable_dir(path.parent, what, create=False)
+    if args.export_counterexamples is not None:
+        _writable_dir(args.export_counterexamples, "--export-counterexamples")
+
+
+def _adapter_argv(command: str) -> list[str]:
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise UsageError(f"--adapter-cmd cannot be split like a shell would: {exc}") from None
+    if not argv:
+        raise UsageError("--adapter-cmd is empty")
+    return argv
+
+
+def _writable_dir(path: Path, what: str, *, create: bool = True) -> None:
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{what}: {path} exists and is not a directory")
+    if create:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"{what}: cannot create {path}: {exc.strerror}") from None
+    if not path.is_dir():
+        raise UsageError(f"{what}: the folder {path} does not exist")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"{what}: the folder {path} is not writable")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
+
+
+def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    _preflight(args)
+    integrity = _integrity(args, err)
     generated = _generated_options(args)
     try:
         pool = [*_cases(args), *(generated.cases if generated else ())]
@@ -379,6 +490,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     clock = time.perf_counter()
     progress = Progress(len(cases), err, args.quiet)
     results: list[CaseResult] = []
+    stopped: BaseException | None = None
     try:
         for case in cases:
             if case.kind == "generated" and generated is not None:
@@ -386,6 +498,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             else:
                 results.append(run_case(case, driver))
             progress(results[-1])
+    except (KeyboardInterrupt, Stopped, Exception) as exc:
+        stopped = exc  # the reports so far are written below, marked incomplete
     finally:
         progress.finish()
         driver.close()
@@ -427,7 +541,15 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         report["selection"]["generated"] = {"examples": generated.examples, "seed": generated.seed}
     if not integrity.intact:
         report["suite"]["modified"] = integrity.problems()
+    if stopped is not None:
+        report["incomplete"] = _stop_reason(stopped, len(results), len(cases))
     _write_reports(args, report)
+    if stopped is not None:
+        _print_summary(report, results, args, integrity, out)
+        err.write(f"kvconform: {report['incomplete']}\n")
+        if isinstance(stopped, KeyboardInterrupt | Stopped):
+            return EXIT_INTERRUPTED
+        return EXIT_INTERNAL
     if args.write_expectations:
         from kvconform.harness import expectations as expectations_mod
 
@@ -512,19 +634,23 @@ def _seed(text: str) -> int | str:
     return value
 
 
+def _stop_reason(stopped: BaseException, done: int, total: int) -> str:
+    """What ended a run early, for the console and for the reports' ``incomplete``."""
+    ran = f"after {done} of {total} cases"
+    if isinstance(stopped, Stopped):
+        return f"interrupted by signal {signal.Signals(stopped.signum).name} {ran}"
+    if isinstance(stopped, KeyboardInterrupt):
+        return f"interrupted {ran}"
+    where = traceback.extract_tb(stopped.__traceback__)[-1]
+    return (
+        f"internal error {ran}: {type(stopped).__name__}: {stopped} "
+        f"(at {Path(where.filename).name}:{where.lineno}; please report it)"
+    )
+
+
 def _write_reports(args: argparse.Namespace, report: dict[str, object]) -> None:
-    targets = {"json": args.json, "junit": args.junit, "markdown": args.markdown, "html": args.html}
-    if args.report_dir:
-        args.report_dir.mkdir(parents=True, exist_ok=True)
-        defaults = {
-            "json": "report.json",
-            "junit": "report.xml",
-            "markdown": "summary.md",
-            "html": "report.html",
-        }
-        for kind, name in defaults.items():
-            targets[kind] = targets[kind] or args.report_dir / name
-    if not any(targets.values()):
+    targets = _output_paths(args)
+    if not targets:
         return
     from kvconform.reports import html, junit, markdown, record
 
@@ -535,8 +661,6 @@ def _write_reports(args: argparse.Namespace, report: dict[str, object]) -> None:
         "html": html.write_run,
     }
     for kind, path in targets.items():
-        if path is None:
-            continue
         try:
             writers[kind](report, path)
         except OSError as exc:
@@ -600,6 +724,8 @@ def _print_summary(
         for case_id in gate["stale"]:
             out.write(f"  listed as failing but passes (remove it): {case_id}\n")
     verdict = "CONFORMANT for the declared classes" if not s["failed"] else "NOT CONFORMANT"
+    if report.get("incomplete"):
+        verdict = "NO VERDICT" if not s["failed"] else verdict
     split = ""
     if s["failed"]:
         by = s["failed_by_basis"]
@@ -607,13 +733,20 @@ def _print_summary(
             f" ({by['seed']} on the seeds' semantics: safety; "
             f"{by['decision']} on a decision of the specification: policy)"
         )
+    from kvconform.reports.record import caveats
+
+    notes = caveats(report)
+    if notes:
+        verdict += f" ({'; '.join(n.split(':')[0] for n in notes)})"
+        out.write("".join(f"\n{note}" for note in notes) + "\n")
     out.write(
         f"\n{s['passed']} passed, {s['failed']} failed{split}, {s['not_applicable']} not "
         f"applicable of {s['total']} in {report['seconds']:.1f} s: {verdict}\n"
     )
 
 
-def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
+def cmd_list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    _integrity(args, err)
     try:
         cases = select(_cases(args), args)
     except SourceError as exc:
@@ -627,6 +760,9 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_compare(args: argparse.Namespace, err: TextIO) -> int:
     from kvconform.reports import html, record
 
+    for path in args.reports:
+        if _same_file(path, args.output):
+            raise UsageError(f"-o {args.output} would overwrite the report it reads")
     reports = []
     for path in args.reports:
         try:
@@ -670,17 +806,52 @@ class _Visible(io.TextIOBase):
         return True
 
 
+def _stop_on_signals() -> Callable[[], None]:
+    """Make SIGTERM and SIGHUP stop a run as SIGINT does; the returned function undoes it."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stopped(signum)
+
+    previous: dict[int, Any] = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        number = getattr(signal, name, None)
+        if number is None:
+            continue
+        try:
+            previous[number] = signal.signal(number, stop)
+        except ValueError:  # not the main thread: leave the signals alone
+            break
+
+    def restore() -> None:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+    return restore
+
+
+def _silence(stream: TextIO) -> None:
+    """Point stdout at /dev/null so that flushing it at exit cannot raise again."""
+    if stream is not sys.stdout and not isinstance(stream, _Visible):
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main(
     argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
     out = cast(TextIO, _Visible(out or sys.stdout))
     err = cast(TextIO, _Visible(err or sys.stderr))
+    restore = _stop_on_signals()
     try:
         args = _parser().parse_args(argv)
         if args.command == "run":
             return cmd_run(args, out, err)
         if args.command == "list":
-            return cmd_list(args, out)
+            return cmd_list(args, out, err)
         return cmd_compare(args, err)
     except UsageError as exc:
         err.write(f"kvconform: error: {exc}\n")
@@ -688,9 +859,22 @@ def main(
     except AdapterStartFailed as exc:
         err.write(f"kvconform: the adapter could not start: {exc}\n")
         return EXIT_ADAPTER
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Stopped):
         err.write("kvconform: interrupted\n")
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (kvconform list | head): nothing more to say to it.
+        _silence(out)
+        return EXIT_OK
+    except Exception as exc:
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        err.write(
+            f"kvconform: internal error: {type(exc).__name__}: {exc} "
+            f"(at {Path(where.filename).name}:{where.lineno}; please report it)\n"
+        )
+        return EXIT_INTERNAL
+    finally:
+        restore()
 
 
 if __name__ == "__main__":

@@ -121,7 +121,10 @@ def _parse(path: Path, text: str, loader_cls: type[yaml.SafeLoader]) -> Document
         node = loader.get_single_node()
         if node is None:
             raise SourceError(str(path), None, "", "the file is empty")
+        _check_shape(path, node)
         data = loader.construct_document(node)
+    except RecursionError:
+        raise SourceError(str(path), None, "", "not valid YAML: nested too deeply") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -131,6 +134,61 @@ def _parse(path: Path, text: str, loader_cls: type[yaml.SafeLoader]) -> Document
     finally:
         loader.dispose()
     return Document(str(path), data, _lines_of(node))
+
+
+#: The most nodes a file may hold once its aliases are expanded: the largest file of
+#: the suite holds a few thousand; an alias bomb holds billions in a few hundred bytes.
+MAX_NODES = 200_000
+#: The deepest a file may nest mappings and sequences.
+MAX_DEPTH = 64
+
+
+def _check_shape(path: Path, root: yaml.Node) -> None:
+    """Refuse what a safe loader still accepts but a data file has no use for.
+
+    - aliases that expand past :data:`MAX_NODES` nodes (a "billion laughs" file),
+      or refer to themselves;
+    - nesting deeper than :data:`MAX_DEPTH`;
+    - a key given twice in one mapping (a loader would silently keep the last).
+
+    Sizes are counted once per node, so the check is linear in the file's size.
+    """
+    import yaml
+
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def fail(node: yaml.Node, problem: str) -> SourceError:
+        return SourceError(str(path), node.start_mark.line + 1, "", problem)
+
+    def size(node: yaml.Node, depth: int) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        if id(node) in open_nodes:
+            raise fail(node, "an alias refers to the node that contains it")
+        if depth > MAX_DEPTH:
+            raise fail(node, f"nested deeper than {MAX_DEPTH} levels")
+        total = 1
+        open_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                    if key.value in seen:
+                        raise fail(key, f"the key {key.value!r} is given twice in one mapping")
+                    seen.add(key.value)
+                total += size(key, depth + 1) + size(value, depth + 1)
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                total += size(item, depth + 1)
+        open_nodes.discard(id(node))
+        if total > MAX_NODES:
+            raise fail(node, f"expands to more than {MAX_NODES} nodes (through aliases)")
+        sizes[id(node)] = total
+        return total
+
+    size(root, 0)
 
 
 def load_json(path: Path) -> Document:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kvconform.reports.files import write_atomic
+from kvconform.reports.record import caveats
 from kvconform.reports.untrusted import visible
 
 
@@ -29,7 +30,7 @@ text-align:left;vertical-align:top}th{background:#f3f3f3}
 .not_applicable,.not_run{background:#eee;color:#777}
 td.cell a{color:inherit;text-decoration:none;display:block}
 pre{background:#f7f7f7;padding:.6em;overflow-x:auto;white-space:pre-wrap}
-.meta{color:#555}code{font-size:.95em}
+.meta{color:#555}code{font-size:.95em}.caveat{background:#fff3cd;padding:.4em .6em}
 """
 
 _LABEL = {"passed": "pass", "failed": "FAIL", "not_applicable": "n/a", "not_run": "not run"}
@@ -64,6 +65,7 @@ def render_run(report: Mapping[str, Any]) -> str:
     title = f"kvconform {report['suite']['version']}: {a['name']} {a['version']}"
     body = [
         f"<h1>{escape(title)}</h1>",
+        *(f'<p class="caveat"><strong>{escape(c)}</strong></p>' for c in caveats(report)),
         f'<p class="meta">{s["passed"]} passed, {s["failed"]} failed{escape(_split(s))}, '
         f"{s['not_applicable']} not applicable of {s['total']} cases in "
         f"{report['seconds']:.1f} s. Language {escape(a['language'])}; classes "
@@ -137,7 +139,8 @@ def render_compare(reports: Sequence[Mapping[str, Any]]) -> str:
     for name, report in zip(names, reports, strict=True):
         s = report["summary"]
         body.append(
-            f"<tr><td>{escape(name)}</td><td>{escape(report['adapter']['language'])}"
+            f"<tr><td>{escape(name)}{_caveat_note(report)}</td>"
+            f"<td>{escape(report['adapter']['language'])}"
             f"</td><td>{escape(report['suite']['version'])} "
             f"<code>{escape(report['suite']['digest'][:12])}</code></td>"
             f'<td>{s["passed"]}</td><td class="{"failed" if s["failed"] else "passed"}">'
@@ -177,6 +180,11 @@ def render_compare(reports: Sequence[Mapping[str, Any]]) -> str:
                 on = "the seeds' semantics" if basis == "seed" else "decision " + ", ".join(basis)
                 body.append(f"<p>{escape(case_id)}: on {escape(on)}</p><pre>{escape(text)}</pre>")
     return _page(title, body)
+
+
+def _caveat_note(report: Mapping[str, Any]) -> str:
+    notes = caveats(report)
+    return "".join(f'<br><strong class="caveat">{escape(n)}</strong>' for n in notes)
 
 
 def _split(summary: Mapping[str, Any]) -> str:

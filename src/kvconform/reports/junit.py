@@ -25,6 +25,11 @@ def render(report: Mapping[str, Any]) -> str:
         skipped=str(summary["not_applicable"]),
         time=f"{report['seconds']:.3f}",
     )
+    from kvconform.reports.record import caveats
+
+    notes = caveats(report)
+    if notes:  # on the root's name, and as a property of every suite (where JUnit has them)
+        root.set("name", _x(f"{root.get('name')} [{'; '.join(notes)}]"))
     for area, results in sorted(by_area.items()):
         suite = ET.SubElement(
             root,
@@ -35,6 +40,10 @@ def render(report: Mapping[str, Any]) -> str:
             skipped=str(sum(r["verdict"] == "not_applicable" for r in results)),
             time=f"{sum(r.get('seconds', 0.0) for r in results):.6f}",
         )
+        if notes:
+            suite_props = ET.SubElement(suite, "properties")
+            for note in notes:
+                ET.SubElement(suite_props, "property", name="kvconform-caveat", value=_x(note))
         for r in results:
             case = ET.SubElement(
                 suite,

@@ -31,7 +31,13 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
     s = report["summary"]
     a = report["adapter"]
     verdict = "conformant" if s["failed"] == 0 else "NOT conformant"
+    if report.get("incomplete") and s["failed"] == 0:
+        verdict = "not judged"  # a run that stopped early reaches no verdict of conformance
     gate = report.get("gate")
+    from kvconform.reports.record import caveats
+
+    if caveats(report):
+        verdict = f"{verdict} ({'; '.join(c.split(':')[0].lower() for c in caveats(report))})"
     lines = [
         f"## kvconform {_m(report['suite']['version'])}: {_m(a['name'])} {_m(a['version'])} "
         f"is {verdict}"
@@ -46,6 +52,9 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
         f"Suite digest {_code(report['suite']['digest'][:16])}.",
         "",
     ]
+    lines += [f"**{_m(caveat)}**" for caveat in caveats(report)]
+    if caveats(report):
+        lines.append("")
     if gate:
         lines += [
             f"Expectations: {len(gate['unexpected_failures'])} unexpected failure(s), "

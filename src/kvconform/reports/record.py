@@ -150,6 +150,16 @@ def write(report: Mapping[str, Any], path: Path) -> None:
     write_atomic(path, json.dumps(report, indent=2) + "\n")  # ASCII: lone surrogates escaped
 
 
+def caveats(report: Mapping[str, Any]) -> list[str]:
+    """What every rendering must show before any verdict: a modified suite, an incomplete run."""
+    out = []
+    if report["suite"].get("modified"):
+        out.append(f"MODIFIED SUITE (--allow-modified): {report['suite']['modified']}")
+    if report.get("incomplete"):
+        out.append(f"INCOMPLETE RUN: {report['incomplete']}")
+    return out
+
+
 def read(path: Path) -> dict[str, Any]:
     """Load and validate a saved JSON report."""
     from kvconform.harness.yamlsource import load_json

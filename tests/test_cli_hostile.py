@@ -1,0 +1,220 @@
+"""The command under bad arguments, signals and its own bugs (issue 11; spec/security.md).
+
+Each ends in one clear line and its documented exit status, never a traceback;
+a run that stops early writes the reports so far, marked incomplete, and never
+reports a verdict it did not reach.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kvconform import cli
+from kvconform.harness import runner
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = cli.main(list(argv), out, err)
+    return status, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["run", "--timeout", "nan"], "--timeout"),
+        (["run", "--timeout", "inf"], "--timeout"),
+        (["run", "--timeout", "1e308"], "at most 3600"),
+        (["run", "--timeout", "0"], "above 0"),
+        (["run", "--max-failures-shown", "-3"], "0 or more"),
+        (["run", "--adapter-cmd", "'unbalanced"], "No closing quotation"),
+        (["run", "--adapter-cmd", ""], "empty"),
+        (["run", "--generated", "1", "--export-counterexamples", __file__], "not a directory"),
+        (["run", "--report-dir", __file__], "not a directory"),
+        (["run", "--json", str(FIXTURES)], "is a directory"),
+        (["run", "--json", "/nonexistent-folder/r.json"], "does not exist"),
+    ],
+)
+def test_a_bad_argument_is_one_line_and_exit_2_before_anything_runs(
+    argv: list[str], fragment: str
+) -> None:
+    status, out, err = run(*argv)
+    assert status == cli.EXIT_USAGE, err
+    assert fragment in err and err.count("\n") == 1 and "Traceback" not in err
+    assert out == ""
+
+
+def test_write_expectations_refuses_to_overwrite_the_expectations_it_reads(
+    tmp_path: Path,
+) -> None:
+    known = tmp_path / "known.yaml"
+    known.write_text("kvconform: expectations/1\nknown_failures: []\n", encoding="utf-8")
+    before = known.read_text(encoding="utf-8")
+    status, _, err = run(
+        "run", "--expectations", str(known), "--write-expectations", str(known), "--quiet"
+    )
+    assert status == cli.EXIT_USAGE and "would overwrite" in err
+    assert known.read_text(encoding="utf-8") == before
+
+
+def test_compare_refuses_to_overwrite_its_input(tmp_path: Path) -> None:
+    report = tmp_path / "a.json"
+    assert run("run", "--area", "hash", "--json", str(report), "--quiet")[0] == 0
+    before = report.read_bytes()
+    status, _, err = run("compare", "-o", str(report), str(report))
+    assert status == cli.EXIT_USAGE and "would overwrite" in err
+    assert report.read_bytes() == before
+
+
+def test_an_internal_error_is_exit_4_with_the_reports_so_far_marked_incomplete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = runner.run_case
+    calls = 0
+
+    def breaks_on_the_fifth(case: object, driver: object) -> runner.CaseResult:
+        nonlocal calls
+        calls += 1
+        if calls == 5:
+            raise ZeroDivisionError("a bug in the harness")
+        return real(case, driver)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cli, "run_case", breaks_on_the_fifth)
+    status, out, err = run("run", "--area", "hash", "--report-dir", str(tmp_path), "--quiet")
+    assert status == cli.EXIT_INTERNAL
+    assert "internal error after 4 of" in err and "ZeroDivisionError" in err
+    assert "Traceback" not in err and "NO VERDICT" in out and "CONFORMANT" not in out
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert report["summary"]["total"] == 4 and "internal error" in report["incomplete"]
+    summary = (tmp_path / "summary.md").read_text(encoding="utf-8")
+    assert "not judged" in summary.splitlines()[0] and "INCOMPLETE RUN" in summary
+
+
+def test_list_checks_the_manifest(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvconform.harness import manifest
+
+    class Altered:
+        intact = False
+        digest = "0" * 64
+
+        def problems(self) -> str:
+            return "altered: scenarios/plan/keys.yaml"
+
+    monkeypatch.setattr(manifest, "check", lambda: Altered())
+    status, _, err = run("list")
+    assert status == cli.EXIT_USAGE and "differs from its manifest" in err
+    status, out, err = run("list", "--allow-modified", "--area", "hash")
+    assert status == cli.EXIT_OK and "MODIFIED SUITE" in err and "case(s)" in out
+
+
+def test_a_modified_suite_is_shown_on_every_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kvconform.harness import manifest
+
+    real = manifest.check()
+
+    class Altered:
+        intact = False
+        digest = real.digest
+
+        def problems(self) -> str:
+            return "altered: scenarios/hash/fold.yaml"
+
+    monkeypatch.setattr(manifest, "check", lambda: Altered())
+    status, out, _ = run(
+        "run", "--area", "hash", "--allow-modified", "--report-dir", str(tmp_path), "--quiet"
+    )
+    assert status == cli.EXIT_OK and "MODIFIED SUITE" in out
+    for name in ("report.json", "report.xml", "summary.md", "report.html"):
+        assert "MODIFIED SUITE" in (tmp_path / name).read_text(encoding="utf-8") or (
+            name == "report.json"
+            and "scenarios/hash/fold.yaml"
+            in json.loads((tmp_path / name).read_text(encoding="utf-8"))["suite"]["modified"]
+        ), name
+    status, _, _ = run("compare", "-o", str(tmp_path / "c.html"), str(tmp_path / "report.json"))
+    assert status == 0 and "MODIFIED SUITE" in (tmp_path / "c.html").read_text(encoding="utf-8")
+
+
+def test_list_into_a_closed_pipe_is_quiet() -> None:
+    done = subprocess.run(
+        f"{sys.executable} -m kvconform list | head -1",
+        shell=True,  # the pipe under test
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.stdout.count("\n") == 1
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_stops_the_adapter_group_and_leaves_reports_marked_interrupted(
+    tmp_path: Path, signum: int
+) -> None:
+    # The adapter hangs on its third cache_len; the run is signalled while it waits.
+    stale = tmp_path / "report.json"
+    stale.write_text('{"stale": "from the previous run"}', encoding="utf-8")
+    adapter = f"{sys.executable} {FIXTURES / 'misbehaving_adapter.py'} hang --op cache_len --at 3"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kvconform",
+            "run",
+            "--adapter-cmd",
+            adapter,
+            "--quiet",
+            "--timeout",
+            "60",
+            "--report-dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(4)  # loaded, started, hanging
+    children = _children(proc.pid)
+    assert children, "the adapter is running"
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == cli.EXIT_INTERRUPTED, err
+    assert "interrupted" in err and "Traceback" not in err
+    report = json.loads(stale.read_text(encoding="utf-8"))
+    assert "interrupted" in report["incomplete"]
+    time.sleep(0.5)
+    assert not [pid for pid in children if _alive(pid)], "the adapter's group was stopped"
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
