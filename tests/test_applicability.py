@@ -45,14 +45,28 @@ def test_a_hash_only_implementation_is_judged_on_hash_cases_alone() -> None:
     assert any(r.case.cls == "hash" for r in results)
 
 
-def test_plan_without_identity_is_not_applicable_not_passed() -> None:
-    """plan requires identity (CONF-1): its scenarios make models and caches."""
-    adapter = Declaring(classes=frozenset({"plan", "signature", "verify", "hash"}))
-    results = run_cases(suite.all_cases(), InProcessDriver(adapter))
-    plan = [r for r in results if r.case.cls == "plan" and r.case.kind == "scenario"]
-    with_models = [r for r in plan if any(op.needs == "identity" for op in r.case.program)]
-    assert with_models and all(r.verdict == "not_applicable" for r in with_models)
-    assert all("identity" in r.reason for r in with_models)
+@pytest.mark.covers("CONF-1")
+@pytest.mark.parametrize(
+    "classes, reason",
+    [
+        ({"plan", "signature", "verify", "hash"}, "plan requires identity"),
+        ({"verify", "hash"}, "verify requires signature"),
+        (set(), "none declared"),
+    ],
+)
+def test_a_declaration_that_breaks_conf_1_does_not_start(classes: set[str], reason: str) -> None:
+    """plan requires identity, verify requires signature, and a run claims something (CONF-1).
+
+    Such a declaration would otherwise run a fraction of its classes' cases and
+    call the rest not applicable, or run nothing and report a conformant run.
+    """
+    with pytest.raises(ValueError, match=reason):
+        InProcessDriver(Declaring(classes=frozenset(classes)))
+    from kvconform.protocol.codec import WireError, info_from_wire, info_to_wire
+
+    wire = info_to_wire(Declaring().describe())
+    with pytest.raises(WireError, match=reason):
+        info_from_wire({**wire, "classes": sorted(classes)})
 
 
 def test_profile_scenarios_are_not_applicable_to_another_profile() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -93,3 +94,12 @@ def test_coverage_table_is_current() -> None:
     expected = coverage.render(suite.all_cases())
     current = coverage.coverage_path().read_text(encoding="utf-8")
     assert current == expected, "spec/coverage.md is stale: python -m kvconform.harness.coverage"
+
+
+def test_the_readme_counts_scenarios_by_basis_as_they_are() -> None:
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"\| (\d+) \((\d+) on the seeds' semantics, (\d+) on a decision\)", text)
+    assert found, "the README's scenario row"
+    scenarios = [c for c in suite.all_cases() if c.kind == "scenario"]
+    on_seed = sum(1 for c in scenarios if not c.basis)
+    assert tuple(map(int, found.groups())) == (len(scenarios), on_seed, len(scenarios) - on_seed)

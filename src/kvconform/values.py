@@ -266,6 +266,14 @@ class AdapterInfo:
     def problems(self) -> list[str]:
         """What is wrong with this self-description (an adapter-start error if any)."""
         found = []
+        if not self.classes:
+            found.append("classes: none declared; claim at least one class (CONF-1)")
+        for cls in sorted(self.classes):
+            missing = [need for need in CLASS_REQUIRES.get(cls, ()) if need not in self.classes]
+            if missing:
+                found.append(
+                    f"classes: {cls} requires {', '.join(missing)}, which is not declared (CONF-1)"
+                )
         for name, value in self.options.items():
             spec = OPTIONS.get(name)
             if spec is None:

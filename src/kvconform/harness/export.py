@@ -528,7 +528,7 @@ def _layer(n_kv_heads: int, head_dim: int, tokens: int) -> LayerDesc:
 
 
 def _apply(current: LayerDesc, override: Mapping[str, int]) -> LayerDesc:
-    """What the scenario compiler makes of one ``layers`` override (conformance/README.md)."""
+    """What the scenario compiler makes of one ``layers`` override (conformance/INTERPRETING.md)."""
     per_token = current.n_kv_heads * current.head_dim
     tokens = current.k_len // per_token if per_token else 0
     if any(name in override for name in ("n_kv_heads", "head_dim", "tokens")):

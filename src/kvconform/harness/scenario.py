@@ -338,6 +338,8 @@ class _Compiler:
                 raise self._fail(path, f"a field of kind {f.kind} needs a verb of its own")
             kwargs[f.name] = raw
         expect: Expectation | None = None
+        if "expect_error" in args and "expect" in args:
+            raise self._fail(at, "give 'expect' or 'expect_error', not both")
         if "expect_error" in args:
             expect = self._error(args["expect_error"])
         elif "expect" in args:
@@ -467,6 +469,8 @@ class _Compiler:
     def _v_cache_replace_layer(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
         expect: Expectation | None = None
+        if "expect_error" in args and "expect" in args:
+            raise self._fail(at, "give 'expect' or 'expect_error', not both")
         if "expect_error" in args:
             expect = self._error(args["expect_error"])
             if expect.kind == "layer_shape_mismatch":
