@@ -267,3 +267,30 @@ def test_a_new_operation_needs_only_its_table_entry_and_the_adapter_method(
         }
     )
     assert server.handle({"op": "cache_capacity", "cache": "c"}) == {"ok": 16}
+
+
+@pytest.mark.covers("PROTO-17", "PROTO-18")
+def test_in_process_results_are_held_to_the_wire_types() -> None:
+    # A numpy integer, a float or a negative number is not an id, in process as over
+    # stdio: an adapter cannot pass in process what it would fail over the protocol.
+    import numpy as np
+
+    class NumpyIds(ReferenceAdapter):
+        def cache_alloc_id(self, cache: Any) -> Any:
+            return np.uint64(super().cache_alloc_id(cache))
+
+        def cache_len(self, cache: Any) -> Any:
+            return float(super().cache_len(cache))
+
+        def cache_clear(self, cache: Any) -> Any:
+            super().cache_clear(cache)
+            return "ignored: a null result carries nothing"
+
+    driver = InProcessDriver(NumpyIds())
+    geometry = Geometry(1, 1, 2, 8)
+    outcomes = driver.run(
+        [ops.CacheNew("c", geometry), ops.CacheAllocId("c"), ops.CacheLen("c"), ops.CacheClear("c")]
+    )
+    assert [type(o).__name__ for o in outcomes] == ["Ok", "Broken", "Broken", "Ok"]
+    assert "expected an unsigned 64-bit integer" in outcomes[1].reason  # type: ignore[union-attr]
+    assert outcomes[3].value is None  # type: ignore[union-attr]

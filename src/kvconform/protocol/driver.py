@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from kvconform.protocol import operations as ops
+from kvconform.protocol.codec import result_type_problem
 from kvconform.protocol.adapter import Adapter
 from kvconform.values import AdapterInfo, Broken, Fault, Ok, Outcome, Refused
 
@@ -129,6 +130,12 @@ class InProcessDriver:
             )
         if isinstance(value, Fault):
             return Refused(value)
+        kind = type(op).result
+        if kind == "null":
+            return _CONSTANT_OUTCOMES[None]  # what the wire makes of any value (PROTO-18)
+        problem = result_type_problem(op, value)
+        if problem is not None:  # the same types as over the wire, so numpy ints fail here too
+            return Broken(problem)
         return _CONSTANT_OUTCOMES[value] if _is_constant(value) else Ok(value)
 
     def close(self) -> None:
