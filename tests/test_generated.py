@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from kvconform import cli, plugin
 from kvconform.adapters import DEFAULT_ADAPTER
 from kvconform.adapters.reference import ReferenceAdapter
-from kvconform.differential import PROPERTY_IDS
+from kvconform.differential import PROPERTY_IDS, strategies
 from kvconform.differential.compare import compare, relation_labels, well_formed
 from kvconform.differential.engine import (
     PROPERTIES,
@@ -37,6 +37,7 @@ from kvconform.differential.engine import (
     Property,
     case_result,
     new_seed,
+    program_source,
     run_property,
 )
 from kvconform.harness.yamlsource import Document, validate
@@ -144,6 +145,126 @@ def test_the_same_seed_gives_the_same_counterexample() -> None:
     assert found[0].program == found[1].program
 
 
+# --- how programs are written and shrunk ------------------------------------------
+
+
+def _writers() -> list[tuple[Property, strategies.Writer[tuple[ops.Op, ...]]]]:
+    info = ReferenceAdapter().describe()
+    return [(p, p.writer(info)) for p in PROPERTIES if p.writer is not None]
+
+
+def test_every_property_has_a_writer() -> None:
+    assert [p.id for p, _ in _writers()] == list(PROPERTY_IDS)
+
+
+def test_a_seed_writes_the_same_programs_and_another_seed_others() -> None:
+    """repr, not ==: a NaN parameter is not equal to itself."""
+    for prop, write in _writers():
+        first = [repr(write(program_source(7, prop.id, i))) for i in range(30)]
+        assert first == [repr(write(program_source(7, prop.id, i))) for i in range(30)]
+        assert first != [repr(write(program_source(8, prop.id, i))) for i in range(30)]
+        assert len(set(first)) > 20, prop.id  # hardly any repeats
+
+
+def test_the_first_program_is_the_simplest() -> None:
+    for prop, write in _writers():
+        source = program_source(SEED, prop.id, 0)
+        program = write(source)
+        assert not any(source.choices), prop.id
+        assert 1 <= len(program) <= 3, (prop.id, program)
+
+
+def test_recorded_choices_write_the_same_program_again() -> None:
+    """What the shrinker relies on: a program is a function of its recorded choices."""
+    for prop, write in _writers():
+        for index in range(1, 40):
+            source = program_source(5, prop.id, index)
+            program = write(source)
+            replay = strategies.ReplaySource(source.choices)
+            assert repr(write(replay)) == repr(program), (prop.id, index)
+            assert replay.choices == source.choices and replay.spans == source.spans
+            shorter = strategies.ReplaySource(source.choices[: len(source.choices) // 2])
+            write(shorter)  # a cut sequence still writes a program (choices past the end are 0)
+            assert len(shorter.choices) <= len(source.choices)
+
+
+def test_the_writers_are_hypothesis_strategies_too() -> None:
+    """The same writers, every choice drawn from Hypothesis, stay in the preconditions."""
+    from hypothesis import HealthCheck, given, settings
+
+    info = ReferenceAdapter().describe()
+    for prop in PROPERTIES:
+
+        @settings(
+            max_examples=15,
+            database=None,
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(prop.programs(info))
+        def runs(program: tuple[ops.Op, ...]) -> None:
+            assert well_formed(program), program
+
+        runs()
+
+
+def test_a_property_without_a_writer_runs_through_hypothesis() -> None:
+    import dataclasses
+
+    prop = dataclasses.replace(PROPERTIES_BY_ID["generated.hash"], writer=None)
+    driver = InProcessDriver(MUTANTS["hash-str-without-length"].factory())
+    result = run_property(prop, driver, examples=100, seed=SEED, shrink_seconds=1.0)
+    assert result.verdict == "failed", result.reason
+    assert result.counterexample is not None and len(result.counterexample.program) <= 3
+
+
+def test_a_writer_that_raises_is_a_harness_error() -> None:
+    def broken(source: strategies.Source) -> tuple[ops.Op, ...]:
+        raise RuntimeError("the writer broke")
+
+    bad = Property(
+        id="generated.bad",
+        title="t",
+        cls="identity",
+        requires=(),
+        why="w",
+        not_applicable=lambda info: None,
+        programs=lambda info: st.just(()),
+        writer=lambda info: broken,
+    )
+    result = run_property(bad, InProcessDriver(ReferenceAdapter()), examples=3, seed=0)
+    assert result.verdict == "error" and "the writer broke" in result.reason, result
+
+
+def test_shrinking_edits_choices_toward_the_simplest_failure() -> None:
+    """A toy writer: a list of numbers, failing when one is at least 5; the simplest
+    failure is the one-element list [5]."""
+    from kvconform.differential.compare import Mismatch
+    from kvconform.differential.engine import Counterexample, shrink_choices
+
+    def write(source: strategies.Source) -> tuple[ops.Op, ...]:
+        values = strategies.items(source, lambda: source.integer(0, 1000), 20)
+        return tuple(ops.CacheTruncate(cache="c", length=v) for v in values)
+
+    def judge(program: tuple[ops.Op, ...]) -> Counterexample | None:
+        if not any(op.length >= 5 for op in program if isinstance(op, ops.CacheTruncate)):
+            return None
+        return Counterexample("t", program, (), (), Mismatch(0, "x", "y", ()))
+
+    import random
+    import time
+
+    for seed in range(5):
+        source = strategies.RandomSource(random.Random(seed))
+        program = write(source)
+        found = judge(program)
+        if found is None:
+            continue
+        cx = shrink_choices(write, judge, source.choices, found, time.perf_counter() + 10)
+        assert cx.program == (ops.CacheTruncate(cache="c", length=5),)
+
+
 # --- how outcomes are judged -------------------------------------------------------
 
 
@@ -189,7 +310,12 @@ def test_errors_are_judged_without_their_message_and_values_with_their_type() ->
     assert compare([op], [Refused(fault)], [Refused(reworded)]) is None
     other = Fault("capacity_exceeded", "max_seq_len", None, {"capacity": 8, "requested": 1})
     assert compare([op], [Refused(fault)], [Refused(other)]) is not None
-    floated = Fault("capacity_exceeded", "max_seq_len", None, {"capacity": 8.0, "requested": 9})
+    floated = Fault(
+        "capacity_exceeded",
+        "max_seq_len",
+        None,
+        {"capacity": 8.0, "requested": 9},  # type: ignore[dict-item]
+    )
     assert compare([op], [Refused(fault)], [Refused(floated)]) is not None
 
 
@@ -255,7 +381,7 @@ def test_hash_programs_travel_as_one_hash_batch_over_stdio() -> None:
 def test_a_class_the_adapter_does_not_declare_is_not_applicable() -> None:
     from tests.fixtures.hash_only_adapter import HashOnly
 
-    driver = InProcessDriver(HashOnly())  # type: ignore[arg-type]
+    driver = InProcessDriver(HashOnly())
     verdicts = {p.id: run_property(p, driver, examples=5, seed=0).verdict for p in PROPERTIES}
     assert verdicts == {
         "generated.key-state-machine": "not_applicable",

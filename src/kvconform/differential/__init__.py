@@ -1,7 +1,7 @@
 """Generated differential checks: random programs, the adapter against the reference.
 
-Hand-written scenarios check what their authors thought of. The checks here let
-Hypothesis write the programs instead, run each one on the implementation under
+Hand-written scenarios check what their authors thought of. The checks here write
+random programs instead (seeded, reproducible), run each one on the implementation under
 test and on the reference -- each through a :class:`~..driver.Driver`, the whole
 program at once so it pipelines over stdio -- and compare every observable
 answer under the judging rules of CONF-4:
@@ -13,7 +13,7 @@ answer under the judging rules of CONF-4:
   with every earlier key (equal or not), so an implementation may number its
   ids from anywhere in any step.
 
-Three properties (:data:`.properties.PROPERTIES`):
+Three properties (:data:`.engine.PROPERTIES`):
 
 ``generated.key-state-machine``
     models (construct, reload, drop, hooks), caches (append past capacity,
@@ -29,15 +29,18 @@ Three properties (:data:`.properties.PROPERTIES`):
     coherent blocks with random faults in the payload, the stamp and the
     expectation, verified, measured and stamped.
 
-A disagreement is shrunk by Hypothesis and can be written out as a ready-to-commit
+A disagreement is shrunk (its recorded choices edited and replayed, then its
+operations deleted one at a time) and can be written out as a ready-to-commit
 scenario file whose expectations are the reference's answers
-(:mod:`kvconform.harness.export`).
+(:mod:`kvconform.harness.export`). The program writers of :mod:`.strategies`
+draw their choices from a seeded pseudo-random source on this path; the same
+writers are Hypothesis strategies too, for ``@given`` tests.
 
 Entry points: ``kvconform run --generated N [--seed S] [--export-counterexamples DIR]``,
 :func:`.engine.run_property` from Python, and
 ``python -m tests.kill_matrix`` for the kill matrix.
 
-This module imports nothing heavy; :mod:`.engine` and :mod:`.strategies` need
+This module imports nothing heavy; :mod:`.engine` and :mod:`.strategies` import
 Hypothesis (the ``test`` extra), :mod:`.compare` does not.
 """
 

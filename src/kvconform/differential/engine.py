@@ -1,10 +1,21 @@
-"""Running the generated properties: Hypothesis writes programs, both sides run them.
+"""Running the generated properties: programs are written, both sides run them.
 
 :func:`run_property` runs one property for ``examples`` programs from ``seed``
 against a driver, next to the reference (in process). The first disagreement
-is shrunk by Hypothesis to a minimal program, which :func:`case_result` turns
-into an ordinary failed case (kind ``generated``) and
-:mod:`kvconform.harness.export` can write out as a scenario file.
+is shrunk to a minimal program, which :func:`case_result` turns into an
+ordinary failed case (kind ``generated``) and :mod:`kvconform.harness.export`
+can write out as a scenario file.
+
+How the programs are written: each property has a *writer*
+(:mod:`.strategies`), a plain function of a source of integer choices. Program
+``i`` of a run is written from a pseudo-random source seeded with the seed, the
+property and ``i`` (:func:`program_source`; program 0 is the simplest, every
+choice 0), with no Hypothesis in the loop: writing a program costs a fraction
+of running it. On a disagreement the recorded choices are shrunk
+(:func:`shrink_choices`: groups and runs of choices deleted, choices lowered,
+each candidate replayed and kept if it still disagrees), then operations are
+deleted one at a time (:func:`_minimize`). A :class:`Property` without a writer
+runs through Hypothesis (its ``programs`` strategy, shrunk by Hypothesis).
 
 The same ``seed`` and ``examples`` give the same programs, so any failure
 reproduces with ``kvconform run --generated N --seed S``.
@@ -13,6 +24,8 @@ reproduces with ``kvconform run --generated N --seed S``.
 from __future__ import annotations
 
 import contextlib
+import functools
+import random
 import secrets
 import time
 import zlib
@@ -48,8 +61,8 @@ from kvconform.values import AdapterInfo, Fault, Outcome, Refused
 
 #: Examples per property in the project's own quick tests.
 DEFAULT_EXAMPLES = 60
-#: After the first disagreement, about how long shrinking may take (Hypothesis's
-#: shrinker, then a greedy pass of at most half as long).
+#: After the first disagreement, about how long shrinking may take (the choice
+#: shrinker, or Hypothesis's, then a greedy pass of at most half as long).
 SHRINK_SECONDS = 30.0
 
 Verdict = Literal["passed", "failed", "not_applicable", "error"]
@@ -66,8 +79,13 @@ class Property:
     why: str
     #: Why the property does not apply to an implementation, or ``None``.
     not_applicable: Callable[[AdapterInfo], str | None]
-    #: The programs for an implementation (only operations of the classes it declares).
+    #: The programs for an implementation (only operations of the classes it declares),
+    #: as a Hypothesis strategy.
     programs: Callable[[AdapterInfo], st.SearchStrategy[Program]]
+    #: The same programs as a writer of a choice source (:mod:`.strategies`): the fast
+    #: path :func:`run_property` takes, with its own shrinker. Without one, the
+    #: property runs through Hypothesis (``programs``).
+    writer: Callable[[AdapterInfo], strategies.Writer[Program]] | None = None
 
     @property
     def case(self) -> Case:
@@ -116,6 +134,9 @@ PROPERTIES: tuple[Property, ...] = (
         programs=lambda info: strategies.key_programs(
             plan="plan" in info.classes, scope=strategies.Scope.of(info)
         ),
+        writer=lambda info: functools.partial(
+            strategies.key_program, plan="plan" in info.classes, scope=strategies.Scope.of(info)
+        ),
     ),
     Property(
         id=PROPERTY_IDS[1],
@@ -127,6 +148,9 @@ PROPERTIES: tuple[Property, ...] = (
         "encoding slip the known-answer vectors happen not to pin.",
         not_applicable=lambda info: _without(info, "hash"),
         programs=lambda info: strategies.hash_programs(scope=strategies.Scope.of(info)),
+        writer=lambda info: functools.partial(
+            strategies.hash_program_list, scope=strategies.Scope.of(info)
+        ),
     ),
     Property(
         id=PROPERTY_IDS[2],
@@ -138,6 +162,12 @@ PROPERTIES: tuple[Property, ...] = (
         "catches a check run out of order or a field compared wrongly.",
         not_applicable=_verify_not_applicable,
         programs=lambda info: strategies.block_programs(
+            verify="verify" in info.classes,
+            signature="signature" in info.classes,
+            scope=strategies.Scope.of(info),
+        ),
+        writer=lambda info: functools.partial(
+            strategies.block_program,
             verify="verify" in info.classes,
             signature="signature" in info.classes,
             scope=strategies.Scope.of(info),
@@ -233,6 +263,30 @@ def _settings(examples: int, shrink: bool) -> settings:
     )
 
 
+class _Judge:
+    """Runs programs on both sides, once each (a memo by program), and counts the runs."""
+
+    def __init__(self, prop: Property, reference: Driver, driver: Driver) -> None:
+        self.prop, self.reference, self.driver = prop, reference, driver
+        self.memo: dict[Program, Counterexample | ReferenceBroken | None] = {}
+        self.runs = 0
+
+    def knows(self, program: Program) -> bool:
+        try:
+            return program in self.memo
+        except TypeError:
+            return False
+
+    def __call__(self, program: Program) -> Counterexample | ReferenceBroken | None:
+        if self.knows(program):  # (an unhashable value is run again)
+            return self.memo[program]
+        self.runs += 1
+        known = _judge(self.prop, self.reference, self.driver, program)
+        with contextlib.suppress(TypeError):  # unhashable: not memoized
+            self.memo[program] = known
+        return known
+
+
 def run_property(
     prop: Property,
     driver: Driver,
@@ -247,8 +301,10 @@ def run_property(
 ) -> PropertyResult:
     """Run ``examples`` random programs of ``prop`` on ``driver`` and on the reference.
 
-    ``label`` names the implementation in an exported scenario (default: its
-    ``describe()`` name and version).
+    A property with a ``writer`` writes its programs itself (:func:`program_source`,
+    :func:`shrink_choices`); one without runs through Hypothesis. ``label`` names
+    the implementation in an exported scenario (default: its ``describe()`` name and
+    version).
     """
     if examples < 1:
         raise ValueError(f"examples must be at least 1, got {examples}")
@@ -258,80 +314,47 @@ def run_property(
     if shrink_seconds is None:
         shrink_seconds = SHRINK_SECONDS
     reference = reference or reference_driver()
-    strategy = prop.programs(driver.info)
-    memo: dict[Program, Counterexample | ReferenceBroken | None] = {}
-    last: list[Counterexample | ReferenceBroken] = []
-    runs = 0
-    first_failure: float | None = None
-
-    def check(program: Program) -> None:
-        nonlocal runs, first_failure
-        try:
-            known = memo.get(program, False)
-        except TypeError:  # an unhashable value: run it again
-            known = False
-        if known is False:
-            if first_failure is not None and time.perf_counter() - first_failure > shrink_seconds:
-                return  # the shrinking budget is spent: keep the smallest failure so far
-            runs += 1
-            known = _judge(prop, reference, driver, program)
-            with contextlib.suppress(TypeError):  # unhashable: not memoized
-                memo[program] = known
-        if known is None:
-            return
-        if first_failure is None:
-            first_failure = time.perf_counter()
-        last.append(known)
-        if isinstance(known, ReferenceBroken):
-            raise known
-        raise Disagreement(known.mismatch)
-
-    test = hypothesis_seed(seed)(_settings(examples, shrink)(given(strategy)(check)))
+    judge = _Judge(prop, reference, driver)
     start = time.perf_counter()
     note = ""
+    final: Counterexample | ReferenceBroken | None
     try:
-        with _shrinking_deadline(shrink_seconds):
-            test()
-    except (Disagreement, ReferenceBroken):
-        pass
-    except Flaky as exc:
-        if not last:  # a nondeterministic strategy: the generator's fault
-            return PropertyResult(
-                prop,
-                "error",
-                seed,
-                examples,
-                runs,
-                time.perf_counter() - start,
-                reason=f"the generated check stopped: {type(exc).__name__}: {_first_line(exc)}",
-            )
-        # the implementation answered the same program differently at different times
-        note = f" (Hypothesis reported the failure as flaky: {_first_line(exc)})"
+        if prop.writer is not None:
+            found = _run_written(prop, prop.writer(driver.info), judge, examples, seed)
+            if not isinstance(found, _Found):
+                final = found
+            elif shrink:
+                deadline = time.perf_counter() + shrink_seconds
+                final = shrink_choices(found.write, judge, found.choices, found.cx, deadline)
+            else:
+                final = found.cx
+        else:
+            final, note = _run_hypothesis(prop, judge, examples, seed, shrink, shrink_seconds)
     except Exception as exc:  # a harness or generator fault, not a verdict
         return PropertyResult(
             prop,
             "error",
             seed,
             examples,
-            runs,
+            judge.runs,
             time.perf_counter() - start,
             reason=f"the generated check stopped: {type(exc).__name__}: {_first_line(exc)}"
             f"{_where(exc)}",
         )
     seconds = time.perf_counter() - start
-    if not last:
-        return PropertyResult(prop, "passed", seed, examples, runs, seconds)
-    final = last[-1]
+    if final is None:
+        return PropertyResult(prop, "passed", seed, examples, judge.runs, seconds)
     if isinstance(final, ReferenceBroken):
         return PropertyResult(
             prop,
             "error",
             seed,
             examples,
-            runs,
+            judge.runs,
             seconds,
             reason=f"the generator wrote a program outside the preconditions: {final}",
         )
+    runs = judge.runs
     if shrink:
         deadline = time.perf_counter() + max(1.0, shrink_seconds / 2)
         final, extra = _minimize(prop, reference, driver, final, deadline)
@@ -343,6 +366,239 @@ def run_property(
     if export_dir is not None:
         result = export_counterexample(result, driver, export_dir, reference, label)
     return result
+
+
+def program_source(seed: int, property_id: str, index: int) -> strategies.RecordedSource:
+    """The choices of program ``index`` of a property from ``seed``.
+
+    The first program is the simplest (every choice 0: a short, plain program, which
+    catches what shows only on an implementation's first mint). Each later one has
+    its own stream (seeded with text, which :class:`random.Random` hashes with
+    SHA-512: the same on every platform and Python version), so a seed writes the
+    same programs run to run, and a run of N programs begins with the programs of
+    any shorter run.
+    """
+    if index == 0:
+        return strategies.ReplaySource(())
+    return strategies.RandomSource(random.Random(f"kvconform {seed} {property_id} {index}"))
+
+
+@dataclass(frozen=True)
+class _Found:
+    """A failing program written from ``choices``, before shrinking."""
+
+    write: strategies.Writer[Program]
+    choices: tuple[int, ...]
+    cx: Counterexample
+
+
+def _run_written(
+    prop: Property,
+    write: strategies.Writer[Program],
+    judge: _Judge,
+    examples: int,
+    seed: int,
+) -> _Found | ReferenceBroken | None:
+    """Write and judge ``examples`` programs; stop at the first disagreement."""
+    for index in range(examples):
+        source = program_source(seed, prop.id, index)
+        program = write(source)
+        if not program:
+            continue
+        judged = judge(program)
+        if isinstance(judged, Counterexample):
+            return _Found(write, tuple(source.choices), judged)
+        if judged is not None:  # the reference refused it: the writer's fault
+            return judged
+    return None
+
+
+def _run_hypothesis(
+    prop: Property,
+    judge: _Judge,
+    examples: int,
+    seed: int,
+    shrink: bool,
+    shrink_seconds: float,
+) -> tuple[Counterexample | ReferenceBroken | None, str]:
+    """Let Hypothesis write and shrink the programs (a property without a ``writer``).
+
+    Returns the last failure (the smallest) and a note.
+    """
+    strategy = prop.programs(judge.driver.info)
+    last: list[Counterexample | ReferenceBroken] = []
+    first_failure: float | None = None
+
+    def check(program: Program) -> None:
+        nonlocal first_failure
+        if (
+            first_failure is not None
+            and time.perf_counter() - first_failure > shrink_seconds
+            and not judge.knows(program)
+        ):
+            return  # the shrinking budget is spent: keep the smallest failure so far
+        known = judge(program)
+        if known is None:
+            return
+        if first_failure is None:
+            first_failure = time.perf_counter()
+        last.append(known)
+        if isinstance(known, ReferenceBroken):
+            raise known
+        raise Disagreement(known.mismatch)
+
+    test = hypothesis_seed(seed)(_settings(examples, shrink)(given(strategy)(check)))
+    note = ""
+    try:
+        with _shrinking_deadline(shrink_seconds):
+            test()
+    except (Disagreement, ReferenceBroken):
+        pass
+    except Flaky as exc:
+        if not last:  # a nondeterministic strategy: the generator's fault
+            raise
+        # the implementation answered the same program differently at different times
+        note = f" (Hypothesis reported the failure as flaky: {_first_line(exc)})"
+    return (last[-1] if last else None), note
+
+
+class _OutOfTime(Exception):
+    pass
+
+
+def _shortlex(choices: Sequence[int]) -> tuple[int, Sequence[int]]:
+    return (len(choices), choices)
+
+
+def shrink_choices(
+    write: strategies.Writer[Program],
+    judge: Callable[[Program], Counterexample | ReferenceBroken | None],
+    choices: Sequence[int],
+    cx: Counterexample,
+    deadline: float,
+) -> Counterexample:
+    """The simplest failing program found by editing the choices that wrote ``cx``.
+
+    A candidate is the choice sequence with a prefix kept, a group (a step, a list
+    element) or a run of choices deleted or zeroed, or one choice lowered; it is
+    replayed (:class:`~.strategies.ReplaySource`: choices past the end are 0, which
+    ends every list) and kept if it still disagrees and its choices are simpler
+    (shorter, or as long and smaller). Choices are ordered so that simpler choices
+    write simpler programs. It stops at ``deadline`` with the simplest so far; a
+    failure that shrinks before the deadline shrinks to the same program every time.
+    """
+    best: list[int] = list(choices)
+    best_spans: list[strategies.Span] = []
+    found = cx
+
+    def attempt(candidate: list[int]) -> bool:
+        nonlocal best, best_spans, found
+        if time.perf_counter() >= deadline:
+            raise _OutOfTime
+        source = strategies.ReplaySource(candidate, limit=len(best) + 64)
+        try:
+            program = write(source)
+        except Exception:  # too many choices, or a writer fault: not a simpler failure
+            return False
+        if _shortlex(source.choices) >= _shortlex(best) or not program:
+            return False
+        judged = judge(program)
+        if not isinstance(judged, Counterexample):
+            return False
+        best, best_spans, found = source.choices, source.spans, judged
+        return True
+
+    # the spans of the original choices
+    replay = strategies.ReplaySource(best)
+    write(replay)
+    best_spans = replay.spans
+    try:
+        improved = True
+        while improved:
+            before = best
+            _shrink_prefix(best, attempt)
+            _delete_spans(lambda: best, lambda: best_spans, attempt)
+            for size in (8, 4, 2, 1):
+                _delete_runs(lambda: best, size, attempt)
+            for size in (8, 4, 2, 1):
+                _zero_runs(lambda: best, size, attempt)
+            _lower_each(lambda: best, attempt)
+            improved = best != before
+    except _OutOfTime:
+        pass
+    return found
+
+
+def _shrink_prefix(best: list[int], attempt: Callable[[list[int]], bool]) -> None:
+    """Keep the shortest prefix that still fails (by bisection; what follows a
+    disagreement rarely matters)."""
+    lo, hi = 0, len(best)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if attempt(best[:mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+
+
+def _delete_spans(
+    best: Callable[[], list[int]],
+    spans: Callable[[], list[strategies.Span]],
+    attempt: Callable[[list[int]], bool],
+) -> None:
+    """Delete whole groups, the last first."""
+    index = 0
+    while True:
+        order = sorted(set(spans()), key=lambda s: (-s[0], s[1]))
+        if index >= len(order):
+            return
+        start, end = order[index]
+        current = best()
+        if not attempt(current[:start] + current[end:]):
+            index += 1
+
+
+def _delete_runs(
+    best: Callable[[], list[int]], size: int, attempt: Callable[[list[int]], bool]
+) -> None:
+    at = len(best()) - size
+    while at >= 0:
+        current = best()
+        if not attempt(current[:at] + current[at + size :]):
+            at -= 1
+        at = min(at, len(best()) - size)
+
+
+def _zero_runs(
+    best: Callable[[], list[int]], size: int, attempt: Callable[[list[int]], bool]
+) -> None:
+    at = len(best()) - size
+    while at >= 0:
+        current = best()
+        if any(current[at : at + size]):
+            attempt(current[:at] + [0] * size + current[at + size :])
+        at = min(at - 1, len(best()) - size)
+
+
+def _lower_each(best: Callable[[], list[int]], attempt: Callable[[list[int]], bool]) -> None:
+    """Lower each choice as far as it still fails (0 first, then by bisection)."""
+    at = len(best()) - 1
+    while at >= 0:
+        current = best()
+        if at < len(current) and current[at] > 0:
+            value = current[at]
+            if not attempt([*current[:at], 0, *current[at + 1 :]]):
+                lo, hi = 0, value  # lo passes, hi fails
+                while lo + 1 < hi:
+                    current = best()
+                    if at >= len(current) or current[at] != hi:
+                        break  # the choices moved: on to the next
+                    mid = (lo + hi) // 2
+                    if attempt([*current[:at], mid, *current[at + 1 :]]):
+                        hi = mid
+                    else:
+                        lo = mid
+        at = min(at - 1, len(best()) - 1)
 
 
 def _candidates(program: Program) -> list[Program]:
@@ -362,10 +618,11 @@ def _candidates(program: Program) -> list[Program]:
 def _minimize(
     prop: Property, reference: Driver, driver: Driver, cx: Counterexample, deadline: float
 ) -> tuple[Counterexample, int]:
-    """Delete what Hypothesis left that the disagreement does not need (greedy, one at a time).
+    """Delete what the shrinker left that the disagreement does not need (greedy, one at a
+    time).
 
-    Hypothesis shrinks values well but cannot always delete an early step whose
-    removal changes how later choices are read; this pass can.
+    A shrinker of choices shrinks values well but cannot always delete an early step
+    whose removal changes how later choices are read; this pass can.
     """
     runs = 0
     improved = True
@@ -403,7 +660,7 @@ def _shrinking_deadline(seconds: float) -> Iterator[None]:
     try:
         yield
     finally:
-        conjecture.MAX_SHRINKING_SECONDS = before
+        conjecture.MAX_SHRINKING_SECONDS = before  # type: ignore[assignment]
 
 
 def _where(exc: BaseException) -> str:
@@ -513,7 +770,7 @@ def case_result(result: PropertyResult) -> CaseResult:
     cx = result.counterexample
     op = cx.program[cx.mismatch.index]
     lines = [
-        f"counterexample after {result.runs} program(s), shrunk by Hypothesis; each line gives "
+        f"counterexample after {result.runs} program(s), shrunk; each line gives "
         "the reference's answer:",
         cx.listing(),
         reproduce,

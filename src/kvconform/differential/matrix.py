@@ -99,7 +99,7 @@ def judge(
         adapter = subject.factory()
     except Exception as exc:
         return Row(subject, (), {}, f"the factory raised {type(exc).__name__}: {exc}")
-    driver = _HashMemoDriver(adapter)
+    driver: InProcessDriver = _HashMemoDriver(adapter)
     failed: tuple[str, ...] = ()
     if suite_cases is not None:
         failed = tuple(r.case.id for r in run_cases(suite_cases, driver) if r.verdict == "failed")

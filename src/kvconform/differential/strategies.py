@@ -1,4 +1,4 @@
-"""Hypothesis strategies that write valid programs for the generated checks.
+"""The program writers of the generated checks, and their Hypothesis strategies.
 
 Every program stays inside the operations' preconditions (a handle is used only
 while it is live, a hook toggled only if the model's configuration declares it,
@@ -8,18 +8,33 @@ can get wrong. Every value a program holds can be written in a scenario file
 (:mod:`kvconform.harness.export`; NaN payloads by their bits), so any
 counterexample can be replayed.
 
-Choices are ordered so that Hypothesis shrinks toward short, plain programs:
-the first rule, the first preset and the absence of a fault come first.
+A program is written by a plain function of a :class:`Source` of integer
+choices (``source.integer(lo, hi)``); every other value (a u64, a float's bits,
+a string, a list) is made of such choices. Three sources feed the same writers:
+
+- :class:`RandomSource`, a seeded pseudo-random source that records its choices:
+  the fast path the engine uses to write programs (no Hypothesis involved);
+- :class:`ReplaySource`, which replays a recorded (and edited) choice sequence:
+  the engine's shrinker edits the choices of a failing program and replays them;
+- :class:`HypothesisSource`, which draws every choice from Hypothesis: the
+  strategies of this module (:func:`key_programs`, :func:`hash_programs`,
+  :func:`block_programs`, :data:`texts`, ...) for use with ``@given``.
+
+Choices are ordered so that smaller is simpler: the choice 0 is the first rule,
+the first preset, the absence of a fault, the end of a list; a program whose
+choices run out ends early and plainly. The shrinker relies on this.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import random
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from hypothesis import strategies as st
 
@@ -40,9 +55,265 @@ from kvconform.values import (
 )
 
 T = TypeVar("T")
-Draw = Callable[[st.SearchStrategy[T]], T]
 
 U64_MAX = (1 << 64) - 1
+
+# Sources of choices -------------------------------------------------------------------
+
+
+class Source(Protocol):
+    """Where a program writer's choices come from."""
+
+    def integer(self, lo: int, hi: int) -> int:
+        """A whole number from ``lo`` to ``hi`` inclusive; ``lo`` is the simplest."""
+        ...
+
+    def group(self, write: Callable[[], T]) -> T:
+        """Run ``write`` as one unit (a step, a list element) the shrinker may delete whole."""
+        ...
+
+
+#: A program writer: a function of a source.
+Writer = Callable[[Source], T]
+
+#: A span of a choice sequence, ``[start, end)``, made by one :meth:`Source.group`.
+Span = tuple[int, int]
+
+
+class RecordedSource:
+    """A source that records the choices made (as offsets from ``lo``) and the spans of
+    groups, so that a program can be written again from its choices, or from edited ones."""
+
+    def __init__(self) -> None:
+        self.choices: list[int] = []
+        self.spans: list[Span] = []
+
+    def integer(self, lo: int, hi: int) -> int:
+        raise NotImplementedError
+
+    def group(self, write: Callable[[], T]) -> T:
+        start = len(self.choices)
+        value = write()
+        if len(self.choices) > start:
+            self.spans.append((start, len(self.choices)))
+        return value
+
+
+class RandomSource(RecordedSource):
+    """Pseudo-random choices from a seeded :class:`random.Random`, recorded.
+
+    Only ``getrandbits`` is used (its output is fixed for a seed across Python
+    versions), so a seed writes the same program everywhere.
+    """
+
+    def __init__(self, rng: random.Random) -> None:
+        super().__init__()
+        self._bits = rng.getrandbits
+
+    def integer(self, lo: int, hi: int) -> int:
+        span = hi - lo
+        if span <= 0:
+            self.choices.append(0)
+            return lo
+        width = span.bit_length()
+        offset = self._bits(width)
+        while offset > span:
+            offset = self._bits(width)
+        self.choices.append(offset)
+        return lo + offset
+
+
+class Overrun(Exception):
+    """A replayed choice sequence asked for more choices than any program needs."""
+
+
+class ReplaySource(RecordedSource):
+    """Replays ``prefix`` (offsets from ``lo``, clamped to each range), then chooses 0.
+
+    What was actually chosen is recorded, so an edited sequence reads back normalized.
+    """
+
+    def __init__(self, prefix: Sequence[int], limit: int = 100_000) -> None:
+        super().__init__()
+        self._prefix = prefix
+        self._limit = limit
+
+    def integer(self, lo: int, hi: int) -> int:
+        index = len(self.choices)
+        if index >= self._limit:
+            raise Overrun(f"more than {self._limit} choices")
+        wanted = self._prefix[index] if index < len(self._prefix) else 0
+        offset = min(wanted, max(0, hi - lo))
+        self.choices.append(offset)
+        return lo + offset
+
+
+@functools.lru_cache(maxsize=4096)
+def _integers(lo: int, hi: int) -> st.SearchStrategy[int]:
+    return st.integers(lo, hi)
+
+
+class HypothesisSource:
+    """Every choice drawn from Hypothesis (inside a ``@st.composite`` or ``st.data()``)."""
+
+    def __init__(self, draw: Callable[[st.SearchStrategy[Any]], Any]) -> None:
+        self._draw = draw
+
+    def integer(self, lo: int, hi: int) -> int:
+        value: int = self._draw(_integers(lo, hi))
+        return value
+
+    def group(self, write: Callable[[], T]) -> T:
+        """One Hypothesis span, so that Hypothesis's shrinker can delete it whole."""
+
+        def inner(draw: Callable[[st.SearchStrategy[Any]], Any]) -> T:
+            outer, self._draw = self._draw, draw
+            try:
+                return write()
+            finally:
+                self._draw = outer
+
+        value: T = self._draw(st.composite(inner)())
+        return value
+
+
+def strategy(write: Writer[T]) -> st.SearchStrategy[T]:
+    """``write`` as a Hypothesis strategy (each choice one Hypothesis draw)."""
+
+    def inner(draw: Callable[[st.SearchStrategy[Any]], Any]) -> T:
+        return write(HypothesisSource(draw))
+
+    return st.composite(inner)()
+
+
+# Choices made of integers ----------------------------------------------------------------
+
+
+def pick(src: Source, options: Sequence[T]) -> T:
+    """One of ``options`` (the first is the simplest)."""
+    return options[src.integer(0, len(options) - 1)]
+
+
+def flag(src: Source) -> bool:
+    return src.integer(0, 1) == 1
+
+
+def items(
+    src: Source, write: Callable[[], T], max_size: int, min_size: int = 0, mean_extra: int = 5
+) -> list[T]:
+    """A list of ``min_size`` to ``max_size`` elements, about ``mean_extra`` more than the
+    minimum on average; each element is a group, and the choice 0 ends the list."""
+    out: list[T] = []
+    while len(out) < max_size and (len(out) < min_size or src.integer(0, mean_extra) != 0):
+        out.append(src.group(write))
+    return out
+
+
+#: Bit widths of a wide integer, small first: most wide draws are small, as Hypothesis's are.
+_WIDTHS = (8, 16, 32, 64)
+
+
+def wide(src: Source, lo: int, hi: int) -> int:
+    """A whole number of a wide range, biased toward ``lo`` and the range's ends."""
+    how = src.integer(0, 7)
+    if how == 7:
+        return pick(src, (lo, hi, lo + 1, hi - 1)) if hi - lo > 1 else pick(src, (lo, hi))
+    width = _WIDTHS[min(how // 2, len(_WIDTHS) - 1)]
+    return lo + src.integer(0, min(hi - lo, (1 << width) - 1))
+
+
+def u64(src: Source) -> int:
+    branch = src.integer(0, 2)
+    if branch == 0:
+        return pick(src, U64_EDGES)
+    if branch == 1:
+        return wide(src, 0, U64_MAX)
+    return src.integer(0, 1000)
+
+
+def f64_bits(value: float) -> int:
+    return int.from_bytes(struct.pack("<d", value), "little")
+
+
+def f64_from_bits(bits: int) -> float:
+    return float(struct.unpack("<d", bits.to_bytes(8, "little"))[0])
+
+
+#: Floats that break naive code (after Hypothesis's own list); each is drawn with either sign.
+_NASTY_FLOATS = (
+    0.0,
+    0.5,
+    1.1,
+    1.5,
+    1.9,
+    1 / 3,
+    10e6,
+    10e-6,
+    1.175494351e-38,
+    5e-324,
+    2.2250738585072014e-308,
+    1.7976931348623157e308,
+    3.402823466e38,
+    9007199254740992.0,
+    1 - 10e-6,
+    2 + 10e-6,
+    1.192092896e-07,
+    2.2204460492503131e-016,
+    math.inf,
+    math.nan,
+)
+
+
+def any_float(src: Source) -> float:
+    """Any binary64 value: nasty ones (NaNs, infinities, signed zeros, subnormals), small
+    whole numbers, fractions and any bit pattern at all."""
+    how = src.integer(0, 3)
+    if how == 0:
+        value = pick(src, _NASTY_FLOATS)
+    elif how == 1:
+        value = float(src.integer(0, 1000))
+    elif how == 2:
+        value = src.integer(0, 1 << 20) / (1 << src.integer(0, 40))
+    else:
+        return f64_from_bits(wide(src, 0, U64_MAX))
+    return -value if flag(src) else value
+
+
+def bounded_float(src: Source, lo: float, hi: float) -> float:
+    """A float from ``lo`` to ``hi``: an end, or a point between."""
+    how = src.integer(0, 3)
+    if how == 0:
+        return lo
+    if how == 1:
+        return hi
+    if how == 2 and math.floor(hi) >= math.ceil(lo):
+        return float(src.integer(math.ceil(lo), math.floor(hi)))
+    return lo + (hi - lo) * (src.integer(0, 1 << 24) / (1 << 24))
+
+
+#: Unicode code points but the surrogates (HASH-13 refuses unpaired surrogates).
+_BMP_GAP = 0xE000 - 0xD800
+
+
+def code_point(src: Source) -> int:
+    how = src.integer(0, 3)
+    if how == 0:
+        return 0x20 + src.integer(0, 0x5E)  # printable ASCII
+    if how == 1:
+        return src.integer(0, 0xFF)  # controls, NUL, Latin-1
+    if how == 2:
+        cp = src.integer(0x100, 0xFFFF - _BMP_GAP)
+        return cp + _BMP_GAP if cp >= 0xD800 else cp
+    return src.integer(0x10000, 0x10FFFF)  # astral
+
+
+def text(src: Source, max_size: int = 10) -> str:
+    return "".join(chr(c) for c in items(src, lambda: code_point(src), max_size))
+
+
+def binary(src: Source, min_size: int, max_size: int) -> bytes:
+    return bytes(items(src, lambda: src.integer(0, 255), max_size, min_size))
+
 
 # Values ----------------------------------------------------------------------------
 
@@ -59,10 +330,6 @@ U64_EDGES = (
     1 << 63,
     U64_MAX - 1,
     U64_MAX,
-)
-
-u64s: st.SearchStrategy[int] = st.one_of(
-    st.sampled_from(U64_EDGES), st.integers(0, U64_MAX), st.integers(0, 1000)
 )
 
 #: binary64 bit patterns: signed zeros, subnormals, infinities, quiet and
@@ -88,13 +355,14 @@ F64_EDGES = (
 )
 
 
-def f64_bits(value: float) -> int:
-    return int.from_bytes(struct.pack("<d", value), "little")
+def f64_pattern(src: Source) -> int:
+    branch = src.integer(0, 2)
+    if branch == 0:
+        return pick(src, F64_EDGES)
+    if branch == 1:
+        return wide(src, 0, U64_MAX)
+    return f64_bits(any_float(src))
 
-
-f64_patterns: st.SearchStrategy[int] = st.one_of(
-    st.sampled_from(F64_EDGES), st.integers(0, U64_MAX), st.floats().map(f64_bits)
-)
 
 #: Strings where encoding mistakes show: empty, NUL, combining marks, a BOM,
 #: 2-, 3- and 4-byte UTF-8 sequences, the last code point.
@@ -114,11 +382,10 @@ SPECIAL_STRINGS = (
     "\u2028\x85",
 )
 
-#: Any text a string primitive accepts: no unpaired surrogates (HASH-13 refuses those).
-texts: st.SearchStrategy[str] = st.one_of(
-    st.sampled_from(SPECIAL_STRINGS),
-    st.text(st.characters(exclude_categories=("Cs",)), max_size=10),
-)
+
+def any_text(src: Source) -> str:
+    """Any text a string primitive accepts: no unpaired surrogates (HASH-13 refuses those)."""
+    return pick(src, SPECIAL_STRINGS) if src.integer(0, 1) == 0 else text(src)
 
 
 _FLOAT_EDGES = (
@@ -138,17 +405,33 @@ _FLOAT_EDGES = (
 )
 
 
-def f64_from_bits(bits: int) -> float:
-    return float(struct.unpack("<d", bits.to_bytes(8, "little"))[0])
+def param_float(src: Source) -> float:
+    """Float parameters, NaN payloads and signed zeros included (PLAN-16 names both)."""
+    branch = src.integer(0, 2)
+    if branch == 0:
+        return pick(src, _FLOAT_EDGES)
+    if branch == 1:
+        return any_float(src)
+    return f64_from_bits(pick(src, F64_EDGES))
 
 
-#: Float parameters, NaN payloads and signed zeros included (PLAN-16 names both).
-param_floats: st.SearchStrategy[float] = st.one_of(
-    st.sampled_from(_FLOAT_EDGES), st.floats(), st.sampled_from(F64_EDGES).map(f64_from_bits)
-)
-param_values: st.SearchStrategy[Param] = st.one_of(
-    st.integers(0, 64), st.sampled_from(U64_EDGES), param_floats, texts
-)
+def param_value(src: Source) -> Param:
+    branch = src.integer(0, 3)
+    if branch == 0:
+        return src.integer(0, 64)
+    if branch == 1:
+        return pick(src, U64_EDGES)
+    if branch == 2:
+        return param_float(src)
+    return any_text(src)
+
+
+#: Hypothesis strategies of the values above.
+u64s: st.SearchStrategy[int] = strategy(u64)
+f64_patterns: st.SearchStrategy[int] = strategy(f64_pattern)
+texts: st.SearchStrategy[str] = strategy(any_text)
+param_floats: st.SearchStrategy[float] = strategy(param_float)
+param_values: st.SearchStrategy[Param] = strategy(param_value)
 
 # Models, caches, step inputs ----------------------------------------------------------
 
@@ -168,17 +451,24 @@ PRESET_MODELS = (
     ModelSpec("qwen2", (("rms_norm_eps", -0.0),), ()),
 )
 
-model_specs: st.SearchStrategy[ModelSpec] = st.one_of(
-    st.sampled_from(PRESET_MODELS),
-    st.builds(
-        lambda family, params, hooks: ModelSpec(
-            family, tuple(params.items()), tuple(hooks.items())
-        ),
-        st.sampled_from(_FAMILIES),
-        st.dictionaries(st.sampled_from(_PARAM_NAMES), param_values, max_size=3),
-        st.dictionaries(st.sampled_from(_HOOK_NAMES), st.booleans(), max_size=3),
-    ),
-)
+
+def _mapping(src: Source, names: Sequence[str], value: Callable[[], T]) -> dict[str, T]:
+    """Up to three named values (a name drawn twice keeps its last value)."""
+    out: dict[str, T] = {}
+    for _ in range(src.integer(0, 3)):
+        name = pick(src, names)
+        out[name] = value()
+    return out
+
+
+def model_spec(src: Source) -> ModelSpec:
+    if src.integer(0, 1) == 0:
+        return pick(src, PRESET_MODELS)
+    family = pick(src, _FAMILIES)
+    params = _mapping(src, _PARAM_NAMES, lambda: param_value(src))
+    hooks = _mapping(src, _HOOK_NAMES, lambda: flag(src))
+    return ModelSpec(family, tuple(params.items()), tuple(hooks.items()))
+
 
 DTYPES = ("f32", "f16", "bf16")
 
@@ -189,36 +479,48 @@ PRESET_GEOMETRIES = (
     Geometry(3, 2, 2, 6, "f16"),
 )
 
-geometries: st.SearchStrategy[Geometry] = st.one_of(
-    st.sampled_from(PRESET_GEOMETRIES),
-    st.builds(
-        Geometry,
-        n_layers=st.integers(1, 3),
-        n_kv_heads=st.integers(1, 3),
-        head_dim=st.integers(1, 4),
-        max_seq_len=st.integers(1, 8),
-        dtype=st.sampled_from(DTYPES),
-    ),
-)
+
+def geometry(src: Source) -> Geometry:
+    if src.integer(0, 1) == 0:
+        return pick(src, PRESET_GEOMETRIES)
+    return Geometry(
+        n_layers=src.integer(1, 3),
+        n_kv_heads=src.integer(1, 3),
+        head_dim=src.integer(1, 4),
+        max_seq_len=src.integer(1, 8),
+        dtype=pick(src, DTYPES),
+    )
 
 
-_token_id = st.integers(0, 2**31 - 1)
-_write_offsets = st.one_of(st.just(0), st.integers(0, 4096))
-_thetas = st.one_of(st.sampled_from((10000.0, 500000.0, 1e6)), st.floats(1.0, 1e7))
-_scalings = st.one_of(st.none(), st.sampled_from((8.0, 1.0, 0.25)), st.floats(0.01, 64.0))
-_masks = st.lists(st.integers(0, 1), max_size=6)
+model_specs: st.SearchStrategy[ModelSpec] = strategy(model_spec)
+geometries: st.SearchStrategy[Geometry] = strategy(geometry)
 
 
-def step_inputs(draw: Draw[Any], step_tokens: int) -> StepInputs:
+def step_inputs(src: Source, step_tokens: int) -> StepInputs:
     """Random per-step inputs; usually ``step_tokens`` tokens, one time in four any count
     (another count makes any plan invalid, which would hide what else the check sees)."""
-    count = step_tokens if draw(st.integers(0, 3)) < 3 else draw(st.integers(1, 4))
+    count = step_tokens if src.integer(0, 3) < 3 else src.integer(1, 4)
+    token_ids = tuple(wide(src, 0, 2**31 - 1) for _ in range(count))
+    write_offset = 0 if src.integer(0, 1) == 0 else src.integer(0, 4096)
+    if src.integer(0, 1) == 0:
+        theta = pick(src, (10000.0, 500000.0, 1e6))
+    else:
+        theta = bounded_float(src, 1.0, 1e7)
+    scaling_branch = src.integer(0, 2)
+    scaling = (
+        None
+        if scaling_branch == 0
+        else pick(src, (8.0, 1.0, 0.25))
+        if scaling_branch == 1
+        else bounded_float(src, 0.01, 64.0)
+    )
+    mask = tuple(items(src, lambda: src.integer(0, 1), 6, mean_extra=3))
     return StepInputs(
-        token_ids=tuple(draw(_token_id) for _ in range(count)),
-        write_offset=draw(_write_offsets),
-        rope_theta=draw(_thetas),
-        rope_scaling=draw(_scalings),
-        mask=tuple(draw(_masks)),
+        token_ids=token_ids,
+        write_offset=write_offset,
+        rope_theta=theta,
+        rope_scaling=scaling,
+        mask=mask,
     )
 
 
@@ -267,31 +569,29 @@ class Scope:
         )
 
 
-def schema_specs(schema: Mapping[str, Mapping[str, str]]) -> st.SearchStrategy[ModelSpec]:
-    """Models within a fixed per-family key schema (PLAN-17): its families, fields, hooks."""
-    values: dict[str, st.SearchStrategy[Param]] = {
-        "u64": st.one_of(st.integers(0, 64), st.sampled_from(U64_EDGES)),
-        "f64": param_floats,
-        "str": texts,
+def schema_spec(src: Source, schema: Mapping[str, Mapping[str, str]]) -> ModelSpec:
+    """A model within a fixed per-family key schema (PLAN-17): its families, fields, hooks."""
+    family = pick(src, sorted(schema))
+    fields = schema[family]
+    values: dict[str, Callable[[], Param]] = {
+        "u64": lambda: src.integer(0, 64) if src.integer(0, 1) == 0 else pick(src, U64_EDGES),
+        "f64": lambda: param_float(src),
+        "str": lambda: any_text(src),
     }
+    params = {
+        name: values[kind]()
+        for name, kind in sorted(fields.items())
+        if kind != "hook" and flag(src)
+    }
+    hooks = {
+        name: flag(src) for name, kind in sorted(fields.items()) if kind == "hook" and flag(src)
+    }
+    return ModelSpec(family, tuple(params.items()), tuple(hooks.items()))
 
-    @st.composite
-    def spec(draw: Draw[Any]) -> ModelSpec:
-        family = draw(st.sampled_from(sorted(schema)))
-        fields = schema[family]
-        params = {
-            name: draw(values[kind])
-            for name, kind in sorted(fields.items())
-            if kind != "hook" and draw(st.booleans())
-        }
-        hooks = {
-            name: draw(st.booleans())
-            for name, kind in sorted(fields.items())
-            if kind == "hook" and draw(st.booleans())
-        }
-        return ModelSpec(family, tuple(params.items()), tuple(hooks.items()))
 
-    return spec()
+def schema_specs(schema: Mapping[str, Mapping[str, str]]) -> st.SearchStrategy[ModelSpec]:
+    """Models within a fixed per-family key schema (PLAN-17), as a strategy."""
+    return strategy(lambda src: schema_spec(src, schema))
 
 
 # The key-side program ---------------------------------------------------------------
@@ -324,7 +624,7 @@ class _Session:
 class _KeyBuilder:
     """One program under construction and what is live in it."""
 
-    draw: Draw[Any]
+    src: Source
     plan: bool
     scope: Scope = field(default_factory=Scope)
     ops: list[ops.Op] = field(default_factory=list)
@@ -338,8 +638,8 @@ class _KeyBuilder:
         self.serial += 1
         return f"{prefix}{self.serial}"
 
-    def pick(self, names: dict[str, T]) -> str:
-        return self.draw(st.sampled_from(sorted(names, key=_handle_order)))
+    def pick(self, names: Mapping[str, object]) -> str:
+        return pick(self.src, sorted(names, key=_handle_order))
 
     def rules(self) -> list[Callable[[], None]]:
         """Every rule, in a fixed order whatever is live (so a step means the same thing
@@ -382,9 +682,20 @@ class _KeyBuilder:
             ]
         return rules
 
+    def step(self, rules: Sequence[Callable[[], None]]) -> bool:
+        """Add one operation (``True``), or end the program (``False``).
+
+        The flag is chosen even for the first step (which always happens), so that
+        every step has the same layout and deleting one leaves the next intact.
+        """
+        if self.src.integer(0, 39) == 0 and self.ops:
+            return False
+        pick(self.src, rules)()
+        return True
+
     def maybe_read(self, handle: str) -> None:
         """Sometimes read a handle's id right after an operation that may (or must not) mint."""
-        if self.draw(st.integers(0, 2)) != 0:
+        if self.src.integer(0, 2) != 0:
             self.read(handle)
 
     def read(self, handle: str) -> None:
@@ -407,10 +718,10 @@ class _KeyBuilder:
 
     def model_spec(self) -> ModelSpec:
         schema = self.scope.key_schema
-        return self.draw(model_specs if schema is None else schema_specs(schema))
+        return model_spec(self.src) if schema is None else schema_spec(self.src, schema)
 
     def geometry(self) -> Geometry:
-        return self.draw(geometries)
+        return geometry(self.src)
 
     def new_model(self) -> None:
         self.add_model(self.model_spec())
@@ -424,14 +735,10 @@ class _KeyBuilder:
     def set_hook(self) -> None:
         if not self.scope.hook_toggles or not any(m.spec.hooks for m in self.models.values()):
             return
-        name = self.draw(
-            st.sampled_from(
-                sorted((n for n, m in self.models.items() if m.spec.hooks), key=_handle_order)
-            )
-        )
-        hook = self.draw(st.sampled_from([h for h, _ in self.models[name].spec.hooks]))
+        name = self.pick({n: m for n, m in self.models.items() if m.spec.hooks})
+        hook = pick(self.src, [h for h, _ in self.models[name].spec.hooks])
         self.models[name].toggled = True
-        self.ops.append(ops.ModelSetHook(model=name, hook=hook, present=self.draw(st.booleans())))
+        self.ops.append(ops.ModelSetHook(model=name, hook=hook, present=flag(self.src)))
         self.maybe_read(name)
 
     def instance_id(self) -> None:
@@ -466,27 +773,28 @@ class _KeyBuilder:
 
     def replace_layer(self) -> None:
         if self.caches:
-            self.replace_in(self.pick(self.caches), fits=self.draw(st.booleans()))
+            self.replace_in(self.pick(self.caches), fits=flag(self.src))
 
     def replace_in(self, name: str, fits: bool) -> None:
         """Replace a layer: one that fits, or maybe out of range or of another shape."""
         g = self.caches[name].geometry
+        src = self.src
 
         # Under another declared check order, at most one field may differ (ALLOC-17).
         changeable = set(SHAPE_FIELDS)
         if not fits and self.scope.shape_mismatch_fields < len(SHAPE_FIELDS):
-            changeable = {self.draw(st.sampled_from(SHAPE_FIELDS))}
+            changeable = {pick(src, SHAPE_FIELDS)}
 
         def shape(field_name: str, own: int) -> int | None:
             if fits or field_name not in changeable:
-                return self.draw(st.sampled_from((None, own)))
-            return self.draw(st.one_of(st.none(), st.just(own), st.integers(1, own + 3)))
+                return pick(src, (None, own))
+            branch = src.integer(0, 2)
+            return None if branch == 0 else own if branch == 1 else src.integer(1, own + 3)
 
-        layer = self.draw(
-            st.integers(0, g.n_layers - 1)
-            if fits
-            else st.one_of(st.integers(0, g.n_layers - 1), st.integers(g.n_layers, g.n_layers + 2))
-        )
+        if fits or src.integer(0, 1) == 0:
+            layer = src.integer(0, g.n_layers - 1)
+        else:
+            layer = src.integer(g.n_layers, g.n_layers + 2)
         self.ops.append(
             ops.CacheReplaceLayer(
                 cache=name,
@@ -521,7 +829,7 @@ class _KeyBuilder:
 
     def session_on(self, model: str, cache: str) -> str:
         name = self.fresh("s")
-        step_tokens = self.draw(st.integers(1, 3))
+        step_tokens = self.src.integer(1, 3)
         self.sessions[name] = _Session(model, cache, step_tokens)
         self.ops.append(
             ops.SessionNew(handle=name, model=model, cache=cache, step_tokens=step_tokens)
@@ -529,7 +837,7 @@ class _KeyBuilder:
         return name
 
     def check_with(self, session: str, model: str, cache: str) -> None:
-        step = step_inputs(self.draw, self.sessions[session].step_tokens)
+        step = step_inputs(self.src, self.sessions[session].step_tokens)
         self.ops.append(ops.SessionValid(session=session, model=model, cache=cache, step=step))
 
     def check(self) -> None:
@@ -537,7 +845,7 @@ class _KeyBuilder:
             return
         name = self.pick(self.sessions)
         session = self.sessions[name]
-        own = self.draw(st.integers(0, 3)) < 3  # mostly the plan's own model and cache
+        own = self.src.integer(0, 3) < 3  # mostly the plan's own model and cache
         model = session.model if own and session.model in self.models else None
         cache = session.cache if own and session.cache in self.caches else None
         self.check_with(name, model or self.pick(self.models), cache or self.pick(self.caches))
@@ -550,9 +858,9 @@ class _KeyBuilder:
             return
         model, cache = self.pick(self.models), self.pick(self.caches)
         session = self.session_on(model, cache)
-        for _ in range(self.draw(st.integers(1, 3))):
-            self.draw(st.sampled_from((self.append_to, self.truncate_to)))(cache)
-            if self.draw(st.booleans()):
+        for _ in range(self.src.integer(1, 3)):
+            pick(self.src, (self.append_to, self.truncate_to))(cache)
+            if flag(self.src):
                 self.check_with(session, model, cache)
         self.check_with(session, model, cache)
 
@@ -563,7 +871,7 @@ class _KeyBuilder:
             return
         model, cache = self.pick(self.models), self.pick(self.caches)
         session = self.session_on(model, cache)
-        which = self.draw(st.sampled_from(("model", "cache", "both", "reload")))
+        which = pick(self.src, ("model", "cache", "both", "reload"))
         if which == "reload" and self.models[model].toggled:
             which = "model"
         if which == "reload":
@@ -573,20 +881,20 @@ class _KeyBuilder:
             self.drop(model)
             model = self.add_model(spec)
         if which in ("cache", "both"):
-            geometry = self.caches[cache].geometry
+            cache_geometry = self.caches[cache].geometry
             self.drop(cache)
-            cache = self.add_cache(geometry)
+            cache = self.add_cache(cache_geometry)
         self.check_with(session, model, cache)
 
     def story_hooks(self) -> None:
         """A plan, its model's hook toggled and restored, the plan checked each time (PLAN-18)."""
-        with_hooks = [n for n, m in self.models.items() if m.spec.hooks]
+        with_hooks = {n: m for n, m in self.models.items() if m.spec.hooks}
         if not (with_hooks and self.caches and self.scope.hook_toggles):
             return
-        model = self.draw(st.sampled_from(sorted(with_hooks, key=_handle_order)))
+        model = self.pick(with_hooks)
         cache = self.pick(self.caches)
         session = self.session_on(model, cache)
-        hook, initially = self.draw(st.sampled_from(self.models[model].spec.hooks))
+        hook, initially = pick(self.src, self.models[model].spec.hooks)
         self.models[model].toggled = True
         for present in (not initially, initially):
             self.ops.append(ops.ModelSetHook(model=model, hook=hook, present=present))
@@ -622,10 +930,10 @@ class _KeyBuilder:
         self.read(name)
         return name
 
-    def add_cache(self, geometry: Geometry) -> str:
+    def add_cache(self, cache_geometry: Geometry) -> str:
         name = self.fresh("c")
-        self.caches[name] = _Cache(geometry)
-        self.ops.append(ops.CacheNew(handle=name, geometry=geometry))
+        self.caches[name] = _Cache(cache_geometry)
+        self.ops.append(ops.CacheNew(handle=name, geometry=cache_geometry))
         self.read(name)
         return name
 
@@ -641,8 +949,11 @@ class _KeyBuilder:
         room = cache.geometry.max_seq_len - cache.length
         if room < 1 and not self.scope.append_past_capacity:
             return
-        past = (st.integers(room + 1, room + 3),) if self.scope.append_past_capacity else ()
-        tokens = max(1, self.draw(st.one_of(st.integers(1, max(1, room)), *past)))
+        if self.scope.append_past_capacity and self.src.integer(0, 1) == 1:
+            tokens = self.src.integer(room + 1, room + 3)
+        else:
+            tokens = self.src.integer(1, max(1, room))
+        tokens = max(1, tokens)
         if cache.length + tokens <= cache.geometry.max_seq_len:
             cache.length += tokens
         self.ops.append(ops.CacheAppend(cache=name, tokens=tokens))
@@ -651,7 +962,7 @@ class _KeyBuilder:
     def truncate_to(self, name: str) -> None:
         cache = self.caches[name]
         past = 3 if self.scope.truncate_past_length else 0
-        length = self.draw(st.integers(0, cache.length + past))
+        length = self.src.integer(0, cache.length + past)
         cache.length = min(cache.length, length)
         self.ops.append(ops.CacheTruncate(cache=name, length=length))
         self.maybe_read(name)
@@ -662,19 +973,20 @@ class _KeyBuilder:
 
     def plan_key(self) -> None:
         """A probe: a base identity (new, or one probed before) and 1-3 variations of it."""
-        if self.keys and self.draw(st.booleans()):
-            base = self.draw(st.sampled_from(self.keys))
+        src = self.src
+        if self.keys and flag(src):
+            base = pick(src, self.keys)
         else:
             base = PlanIdentity(
                 model=self.model_spec(),
-                instance=self.draw(ids),
-                alloc=self.draw(ids),
+                instance=plan_id(src),
+                alloc=plan_id(src),
                 geometry=self.geometry(),
-                step_tokens=self.draw(st.integers(1, 3)),
+                step_tokens=src.integer(1, 3),
             )
             self.probe(base)
-        for _ in range(self.draw(st.integers(1, 3))):
-            for identity in vary_identity(self.draw, base):
+        for _ in range(src.integer(1, 3)):
+            for identity in src.group(lambda: vary_identity(src, base)):
                 self.probe(identity)
 
     def probe(self, identity: PlanIdentity) -> None:
@@ -693,10 +1005,15 @@ def _handle_order(name: str) -> tuple[int, str]:
     return (int(name[1:]), name) if name[1:].isdigit() else (0, name)
 
 
-#: Explicit id values for plan-key probes (any u64 of at least 1).
-ids: st.SearchStrategy[int] = st.one_of(
-    st.sampled_from((1, 2, 3, 1 << 32, 1 << 63, U64_MAX)), st.integers(1, U64_MAX)
-)
+_ID_EDGES = (1, 2, 3, 1 << 32, 1 << 63, U64_MAX)
+
+
+def plan_id(src: Source) -> int:
+    """An explicit id value for a plan-key probe (any u64 of at least 1)."""
+    return pick(src, _ID_EDGES) if src.integer(0, 1) == 0 else wide(src, 1, U64_MAX)
+
+
+ids: st.SearchStrategy[int] = strategy(plan_id)
 
 
 #: Parameter values that encode to the same bytes without their type name:
@@ -712,38 +1029,36 @@ _RETYPED: tuple[tuple[Param, Param], ...] = (
     (32, "32"),
 )
 
+_VARIATIONS = (
+    "same",
+    "family",
+    "param",
+    "float-sign",
+    "retype",
+    "hook",
+    "rename-hook",
+    "reorder",
+    "instance",
+    "alloc",
+    "geometry",
+    "dtype",
+    "step",
+)
+
 
 def _other(value: int, not_this: int) -> int:
-    """``value``, moved off ``not_this`` (a draw that must differ, without a filter)."""
+    """``value``, moved off ``not_this`` (a choice that must differ, without a filter)."""
     return value if value != not_this else (value + 1 if value < U64_MAX else value - 1)
 
 
-def vary_identity(draw: Draw[Any], base: PlanIdentity) -> list[PlanIdentity]:
+def vary_identity(src: Source, base: PlanIdentity) -> list[PlanIdentity]:
     """``base`` with one component changed, or written differently but equal (then the key
     must not change): the probe of PLAN-16 (under-keying) and of over-keying on form.
 
     Usually one identity; a retyped parameter gives the two members of a pair whose
     encodings coincide without the type name.
     """
-    what = draw(
-        st.sampled_from(
-            (
-                "same",
-                "family",
-                "param",
-                "float-sign",
-                "retype",
-                "hook",
-                "rename-hook",
-                "reorder",
-                "instance",
-                "alloc",
-                "geometry",
-                "dtype",
-                "step",
-            )
-        )
-    )
+    what = pick(src, _VARIATIONS)
     model, g = base.model, base.geometry
     params, hooks = dict(model.params), dict(model.hooks)
 
@@ -751,122 +1066,124 @@ def vary_identity(draw: Draw[Any], base: PlanIdentity) -> list[PlanIdentity]:
         return [replace(base, model=replace(model, **changes))]
 
     if what == "family":
-        return with_model(family=draw(st.sampled_from(_FAMILIES)))
+        return with_model(family=pick(src, _FAMILIES))
     if what == "param":
-        name = draw(st.sampled_from(_PARAM_NAMES))
-        if name in params and draw(st.booleans()):
+        name = pick(src, _PARAM_NAMES)
+        if name in params and flag(src):
             del params[name]
         else:
-            params[name] = draw(param_values)
+            params[name] = param_value(src)
         return with_model(params=tuple(params.items()))
     if what == "float-sign":  # only the sign bit differs (PLAN-16)
         floats = [n for n, v in params.items() if isinstance(v, float) and not math.isnan(v)]
         if floats:
-            name = draw(st.sampled_from(floats))
+            name = pick(src, floats)
             params[name] = -params[name]  # type: ignore[operator]
         else:
-            params[draw(st.sampled_from(_PARAM_NAMES))] = draw(st.sampled_from((0.0, -0.0)))
+            params[pick(src, _PARAM_NAMES)] = pick(src, (0.0, -0.0))
         return with_model(params=tuple(params.items()))
     if what == "retype":  # the same bytes but another type: untyped, these keys collide
-        a, b = draw(st.sampled_from(_RETYPED))
-        name = draw(st.sampled_from(_PARAM_NAMES))
+        a, b = pick(src, _RETYPED)
+        name = pick(src, _PARAM_NAMES)
         return [with_model(params=tuple({**params, name: v}.items()))[0] for v in (a, b)]
     if what == "hook":
-        name = draw(st.sampled_from(_HOOK_NAMES))
-        hooks[name] = not hooks.get(name, draw(st.booleans()))
+        name = pick(src, _HOOK_NAMES)
+        present = hooks[name] if name in hooks else flag(src)
+        hooks[name] = not present
         return with_model(hooks=tuple(hooks.items()))
     if what == "rename-hook":  # the same presence under another name
-        old = draw(st.sampled_from(sorted(hooks))) if hooks else None
+        old = pick(src, sorted(hooks)) if hooks else None
         free = [h for h in _HOOK_NAMES if h not in hooks]
         if not free:  # every name taken: rename onto a name no list holds
             free = [f"{old}_renamed"]
-        present = hooks.pop(old) if old is not None else draw(st.booleans())
-        hooks[draw(st.sampled_from(free))] = present
+        kept = hooks.pop(old) if old is not None else flag(src)
+        hooks[pick(src, free)] = kept
         return with_model(hooks=tuple(hooks.items()))
     if what == "reorder":  # the same parameters and hooks listed in another order
         return with_model(params=tuple(reversed(model.params)), hooks=tuple(reversed(model.hooks)))
     if what == "instance":
-        return [replace(base, instance=_other(draw(ids), base.instance))]
+        return [replace(base, instance=_other(plan_id(src), base.instance))]
     if what == "alloc":
-        return [replace(base, alloc=_other(draw(ids), base.alloc))]
+        return [replace(base, alloc=_other(plan_id(src), base.alloc))]
     if what == "geometry":
-        name = draw(st.sampled_from(("n_layers", "n_kv_heads", "head_dim", "max_seq_len")))
-        old_value = getattr(g, name)
-        return [
-            replace(base, geometry=replace(g, **{name: _other(draw(st.integers(1, 9)), old_value)}))
-        ]
+        name = pick(src, ("n_layers", "n_kv_heads", "head_dim", "max_seq_len"))
+        changed: dict[str, Any] = {name: _other(src.integer(1, 9), getattr(g, name))}
+        return [replace(base, geometry=replace(g, **changed))]
     if what == "dtype":
-        return [
-            replace(
-                base,
-                geometry=replace(
-                    g, dtype=draw(st.sampled_from([d for d in DTYPES if d != g.dtype]))
-                ),
-            )
-        ]
+        dtype = pick(src, [d for d in DTYPES if d != g.dtype])
+        return [replace(base, geometry=replace(g, dtype=dtype))]
     if what == "step":
-        return [replace(base, step_tokens=draw(st.integers(1, 4)))]
+        return [replace(base, step_tokens=src.integer(1, 4))]
     return [base]
 
 
-@st.composite
-def _next_step(draw: Draw[Any], builder: _KeyBuilder) -> bool:
-    """Add one operation (``True``), or end the program (``False``).
-
-    One step is one Hypothesis span, so shrinking can delete a step whole.
-    """
-    # The flag is drawn even for the first step (which always happens), so that
-    # every step has the same layout and deleting one leaves the next intact.
-    if draw(st.integers(0, 39)) == 0 and builder.ops:
-        return False
-    builder.draw = draw
-    draw(st.sampled_from(builder.rules()))()
-    return True
-
-
-@st.composite
-def key_programs(
-    draw: Draw[Any], plan: bool = True, max_ops: int = 60, scope: Scope | None = None
+def key_program(
+    src: Source, plan: bool = True, max_ops: int = 60, scope: Scope | None = None
 ) -> Program:
-    """A program over models, caches and (with ``plan``) held plans and key probes."""
-    builder = _KeyBuilder(draw, plan, scope or Scope())
-    while len(builder.ops) < max_ops and draw(_next_step(builder)):
+    """A program over models, caches and (with ``plan``) held plans and key probes.
+
+    Each step is one group, so the shrinker can delete a step whole.
+    """
+    builder = _KeyBuilder(src, plan, scope or Scope())
+    rules = builder.rules()
+    while len(builder.ops) < max_ops and src.group(lambda: builder.step(rules)):
         pass
     builder.epilogue()
     return tuple(builder.ops)
 
 
+def key_programs(
+    plan: bool = True, max_ops: int = 60, scope: Scope | None = None
+) -> st.SearchStrategy[Program]:
+    """:func:`key_program` as a Hypothesis strategy."""
+    return strategy(lambda src: key_program(src, plan, max_ops, scope))
+
+
 # Hash programs -------------------------------------------------------------------------
 
-mix_ops: st.SearchStrategy[MixOp] = st.one_of(
-    st.builds(lambda v: MixOp("u64", v), u64s),
-    st.builds(lambda s: MixOp("str", s), texts),
-    st.builds(lambda b, r: MixOp("bytes", b, r), st.binary(max_size=16), st.integers(1, 3)),
-    st.builds(lambda v: MixOp("f64", v), f64_patterns),
-    st.builds(lambda v: MixOp("present", v), st.booleans()),
-    st.builds(lambda v: MixOp("instance", v), u64s),
-    st.just(MixOp("finish")),
-    st.builds(
-        lambda b, r: MixOp("bytes", b, r), st.binary(min_size=1, max_size=32), st.integers(2, 1000)
-    ),
-)
 
-#: One mix program; it always ends with a finish, and may finish mid-way too.
-hash_program: st.SearchStrategy[tuple[MixOp, ...]] = st.lists(mix_ops, max_size=10).map(
-    lambda mixes: (*mixes, MixOp("finish"))
-)
+def mix_op(src: Source) -> MixOp:
+    branch = src.integer(0, 7)
+    if branch == 0:
+        return MixOp("u64", u64(src))
+    if branch == 1:
+        return MixOp("str", any_text(src))
+    if branch == 2:
+        return MixOp("bytes", binary(src, 0, 16), src.integer(1, 3))
+    if branch == 3:
+        return MixOp("f64", f64_pattern(src))
+    if branch == 4:
+        return MixOp("present", flag(src))
+    if branch == 5:
+        return MixOp("instance", u64(src))
+    if branch == 6:
+        return MixOp("finish")
+    return MixOp("bytes", binary(src, 1, 32), src.integer(2, 1000))
 
 
-def hash_programs(max_programs: int = 6, scope: Scope | None = None) -> st.SearchStrategy[Program]:
+def mix_program(src: Source) -> tuple[MixOp, ...]:
+    """One mix program; it always ends with a finish, and may finish mid-way too."""
+    return (*items(src, lambda: mix_op(src), 10), MixOp("finish"))
+
+
+mix_ops: st.SearchStrategy[MixOp] = strategy(mix_op)
+hash_program: st.SearchStrategy[tuple[MixOp, ...]] = strategy(mix_program)
+
+
+def hash_program_list(src: Source, max_programs: int = 6, scope: Scope | None = None) -> Program:
     """Several mix programs, one ``hash`` operation each (one ``hash_batch`` over stdio).
 
     Without the raw fold (HASH-14), raw bytes whose length is a multiple of eight are
     mixed as the u64s that fold the same bytes, and other raw bytes are left out.
     """
     public = scope is not None and not scope.raw_bytes
-    return st.lists(hash_program, min_size=1, max_size=max_programs).map(
-        lambda programs: tuple(ops.Hash(program=_without_raw(p) if public else p) for p in programs)
-    )
+    programs = items(src, lambda: mix_program(src), max_programs, min_size=1, mean_extra=3)
+    return tuple(ops.Hash(program=_without_raw(p) if public else p) for p in programs)
+
+
+def hash_programs(max_programs: int = 6, scope: Scope | None = None) -> st.SearchStrategy[Program]:
+    """:func:`hash_program_list` as a Hypothesis strategy."""
+    return strategy(lambda src: hash_program_list(src, max_programs, scope))
 
 
 def _without_raw(program: tuple[MixOp, ...]) -> tuple[MixOp, ...]:
@@ -890,18 +1207,36 @@ class Block:
     truth: Signature
 
 
-@st.composite
-def coherent_blocks(draw: Draw[Any]) -> Block:
-    model = draw(st.one_of(st.sampled_from(_BLOCK_MODELS), texts))
-    n_layers, heads, dim = draw(st.integers(1, 6)), draw(st.integers(1, 4)), draw(st.integers(1, 4))
-    tokens = draw(st.integers(0, 5))
+def coherent_block(src: Source) -> Block:
+    model = pick(src, _BLOCK_MODELS) if src.integer(0, 1) == 0 else any_text(src)
+    n_layers, heads, dim = src.integer(1, 6), src.integer(1, 4), src.integer(1, 4)
+    tokens = src.integer(0, 5)
     size = heads * dim * tokens
     layer = LayerDesc(heads, dim, tokens, size, size)
     return Block((layer,) * n_layers, Signature(1, model, n_layers, heads, dim, "f32", tokens))
 
 
+def coherent_blocks() -> st.SearchStrategy[Block]:
+    return strategy(coherent_block)
+
+
+_PAYLOAD_FAULTS = (
+    "seq_len",
+    "k_len",
+    "v_len",
+    "tokens",
+    "shape",
+    "transpose",
+    "depth",
+    "add",
+    "drop",
+    "empty",
+    "zero",
+)
+
+
 def payload_fault(
-    draw: Draw[Any], layers: list[LayerDesc], last: int | None = None
+    src: Source, layers: list[LayerDesc], last: int | None = None
 ) -> tuple[list[LayerDesc], int | None]:
     """One fault in a payload; returns the layers and the index of the layer it touched.
 
@@ -911,69 +1246,53 @@ def payload_fault(
     or extended (by elements, or both by whole tokens); a false ``seq_len``. A fault often hits
     the layer the previous one hit, so faults combine within one layer too.
     """
-    kind = draw(
-        st.sampled_from(
-            (
-                "seq_len",
-                "k_len",
-                "v_len",
-                "tokens",
-                "shape",
-                "transpose",
-                "depth",
-                "add",
-                "drop",
-                "empty",
-                "zero",
-            )
-        )
-    )
+    kind = pick(src, _PAYLOAD_FAULTS)
     layers = list(layers)
     if kind == "empty":  # every layer gone: a block that can vouch for nothing (SIG-5)
         return [], None
     if kind == "add" or not layers:
-        if layers and draw(st.booleans()):
-            extra = draw(st.sampled_from(layers))
+        if layers and flag(src):
+            extra = pick(src, layers)
         else:
-            h, d, t = draw(st.integers(0, 4)), draw(st.integers(0, 4)), draw(st.integers(0, 5))
+            h, d, t = src.integer(0, 4), src.integer(0, 4), src.integer(0, 5)
             extra = LayerDesc(h, d, t, h * d * t, h * d * t)
-        at = draw(st.integers(0, len(layers)))
+        at = src.integer(0, len(layers))
         layers.insert(at, extra)
         return layers, at
-    if last is not None and last < len(layers) and draw(st.booleans()):
+    if last is not None and last < len(layers) and flag(src):
         index = last
     else:
-        index = draw(st.integers(0, len(layers) - 1))
+        index = src.integer(0, len(layers) - 1)
     layer = layers[index]
     per_token = max(1, layer.n_kv_heads * layer.head_dim)
     if kind == "drop":
         del layers[index]
         return layers, None
     if kind == "seq_len":
-        layers[index] = replace(layer, seq_len=draw(st.integers(0, 8)))
+        layers[index] = replace(layer, seq_len=src.integer(0, 8))
     elif kind in ("k_len", "v_len"):
-        delta = _other(draw(st.integers(-per_token - 1, per_token + 1)), 0)
+        delta = _other(src.integer(-per_token - 1, per_token + 1), 0)
         layers[index] = replace(layer, **{kind: max(0, getattr(layer, kind) + delta)})
     elif kind == "tokens":  # whole tokens cut from or added to k and v; the claim kept
         size = (
             layer.n_kv_heads
             * layer.head_dim
-            * max(0, layer.seq_len + _other(draw(st.integers(-2, 2)), 0))
+            * max(0, layer.seq_len + _other(src.integer(-2, 2), 0))
         )
         layers[index] = replace(layer, k_len=size, v_len=size)
     elif kind == "depth":  # another token count, told consistently
-        tokens = draw(st.integers(0, 6))
+        tokens = src.integer(0, 6)
         size = layer.n_kv_heads * layer.head_dim * tokens
         layers[index] = replace(layer, seq_len=tokens, k_len=size, v_len=size)
     elif kind == "zero":  # a degenerate layer: no heads or a zero head_dim, buffers kept
-        which = draw(st.sampled_from(("n_kv_heads", "head_dim")))
+        which = pick(src, ("n_kv_heads", "head_dim"))
         layers[index] = replace(layer, **{which: 0})
     elif kind == "transpose":  # the same width, another shape
         layers[index] = replace(layer, n_kv_heads=layer.head_dim, head_dim=layer.n_kv_heads)
     else:
-        heads = draw(st.one_of(st.just(layer.n_kv_heads), st.just(0), st.integers(0, 5)))
-        dim = draw(st.one_of(st.just(layer.head_dim), st.just(0), st.integers(0, 5)))
-        if draw(st.booleans()):  # buffers resized to the new shape, or left as they were
+        heads = _kept_zero_or_any(src, layer.n_kv_heads)
+        dim = _kept_zero_or_any(src, layer.head_dim)
+        if flag(src):  # buffers resized to the new shape, or left as they were
             size = heads * dim * layer.seq_len
             layers[index] = LayerDesc(heads, dim, layer.seq_len, size, size)
         else:
@@ -981,88 +1300,86 @@ def payload_fault(
     return layers, index
 
 
-def faulty_payload(draw: Draw[Any], block: Block, max_faults: int) -> tuple[LayerDesc, ...]:
+def _kept_zero_or_any(src: Source, own: int) -> int:
+    branch = src.integer(0, 2)
+    return own if branch == 0 else 0 if branch == 1 else src.integer(0, 5)
+
+
+def faulty_payload(src: Source, block: Block, max_faults: int) -> tuple[LayerDesc, ...]:
     layers, last = list(block.layers), None
-    for _ in range(draw(st.integers(0, max_faults))):
-        layers, last = payload_fault(draw, layers, last)
+    for _ in range(src.integer(0, max_faults)):
+        layers, last = payload_fault(src, layers, last)
     return tuple(layers)
 
 
-def lie(draw: Draw[Any], sig: Signature, fields: int) -> Signature:
+_LIES = (
+    "tokens",
+    "n_layers",
+    "n_kv_heads",
+    "head_dim",
+    "dtype",
+    "model",
+    "format_version",
+    "transpose",
+)
+
+
+def lie(src: Source, sig: Signature, fields: int) -> Signature:
     """``sig`` with up to ``fields`` fields changed: the stamp lying, or another expectation.
 
     As many single changes as double ones: a change behind an earlier one in the
     comparison order is masked, so the field a check is about must often be alone.
     """
-    count = draw(st.integers(0, fields))
-    names = draw(
-        st.lists(
-            st.sampled_from(
-                (
-                    "tokens",
-                    "n_layers",
-                    "n_kv_heads",
-                    "head_dim",
-                    "dtype",
-                    "model",
-                    "format_version",
-                    "transpose",
-                )
-            ),
-            min_size=count,
-            max_size=count,
-            unique=True,
-        )
-    )
-    changes: dict[str, object] = {}
+    pool = list(_LIES)
+    names = [pool.pop(src.integer(0, len(pool) - 1)) for _ in range(src.integer(0, fields))]
+    changes: dict[str, Any] = {}
     for name in names:
         if name == "transpose":  # heads and head_dim swapped: the same width
             changes.update(n_kv_heads=sig.head_dim, head_dim=sig.n_kv_heads)
             continue
         value = getattr(sig, name)
         if name == "format_version":
-            changes[name] = draw(st.sampled_from(_FORMAT_LIES))
+            changes[name] = pick(src, _FORMAT_LIES)
         elif name == "dtype":
-            changes[name] = draw(st.sampled_from(_LYING_DTYPES))
+            changes[name] = pick(src, _LYING_DTYPES)
         elif name == "model":
-            changes[name] = draw(
-                st.sampled_from(
-                    (
-                        value.swapcase(),
-                        value.upper(),
-                        value + " ",
-                        "",
-                        "other-model",
-                    )
-                )
+            changes[name] = pick(
+                src, (value.swapcase(), value.upper(), value + " ", "", "other-model")
             )
         else:
-            changes[name] = max(0, value + draw(st.sampled_from((1, -1, 2, 7))))
+            changes[name] = max(0, value + pick(src, (1, -1, 2, 7)))
     return replace(sig, **changes)
 
 
-def respell(draw: Draw[Any], sig: Signature) -> Signature:
+def respell(src: Source, sig: Signature) -> Signature:
     """``sig`` with its model or dtype spelled otherwise: the same to a person, not a byte."""
-    if draw(st.booleans()):
-        model = draw(
-            st.sampled_from(
-                (
-                    sig.model.upper(),
-                    sig.model.swapcase(),
-                    sig.model + " ",
-                    " " + sig.model,
-                    sig.model.title(),
-                )
-            )
+    if flag(src):
+        model = pick(
+            src,
+            (
+                sig.model.upper(),
+                sig.model.swapcase(),
+                sig.model + " ",
+                " " + sig.model,
+                sig.model.title(),
+            ),
         )
         return replace(sig, model=model)
-    return replace(
-        sig, dtype=draw(st.sampled_from((sig.dtype.upper(), " " + sig.dtype, sig.dtype + "\x00")))
-    )
+    return replace(sig, dtype=pick(src, (sig.dtype.upper(), " " + sig.dtype, sig.dtype + "\x00")))
 
 
-@st.composite
-def verify_ops(draw: Draw[Any]) -> ops.Verify:
+_VERIFY_MODES = (
+    "honest",
+    "lying",
+    "faulty",
+    "stamp-is-expected",
+    "respelled",
+    "unreadable",
+    "free",
+)
+
+
+def verify_op(src: Source) -> ops.Verify:
     """One verification, in one of several shapes so that each check is reached often:
     an honest stamp and payload read by another expectation (compatibility, VERIFY-5);
     a lying stamp over an honest payload (honesty, VERIFY-4), possibly equal to the
@@ -1072,77 +1389,92 @@ def verify_ops(draw: Draw[Any]) -> ops.Verify:
     an unreadable format over a payload that may be broken (VERIFY-3 before
     coherence); anything at all.
     """
-    block = draw(coherent_blocks())
+    block = coherent_block(src)
     truth = block.truth
-    mode = draw(
-        st.sampled_from(
-            (
-                "honest",
-                "lying",
-                "faulty",
-                "stamp-is-expected",
-                "respelled",
-                "unreadable",
-                "free",
-            )
-        )
-    )
+    mode = pick(src, _VERIFY_MODES)
     payload = block.layers
+    recorded: Signature | None
     if mode == "unreadable":  # another format's stamp over a payload that may be broken
-        payload = faulty_payload(draw, block, 2)
-        recorded = replace(truth, format_version=draw(st.sampled_from(_FORMAT_LIES)))
-        expected = draw(st.sampled_from((truth, recorded)))
+        payload = faulty_payload(src, block, 2)
+        recorded = replace(truth, format_version=pick(src, _FORMAT_LIES))
+        expected = pick(src, (truth, recorded))
     elif mode == "respelled":  # one field spelled otherwise, in the stamp or the expectation
-        other = respell(draw, truth)
-        recorded, expected = draw(st.sampled_from(((other, truth), (truth, other))))
+        other = respell(src, truth)
+        recorded, expected = pick(src, ((other, truth), (truth, other)))
     elif mode == "honest":
-        recorded, expected = truth, lie(draw, truth, 2)
+        recorded, expected = truth, lie(src, truth, 2)
     elif mode == "lying":
-        recorded = lie(draw, truth, 2)
-        expected = draw(st.sampled_from((truth, recorded)))
+        recorded = lie(src, truth, 2)
+        expected = pick(src, (truth, recorded))
     elif mode == "faulty":  # the stamp honest, or with one lie the order must put first
-        payload = faulty_payload(draw, block, 3)
-        recorded = draw(st.sampled_from((truth, lie(draw, truth, 1))))
-        expected = draw(st.sampled_from((truth, lie(draw, truth, 1))))
+        payload = faulty_payload(src, block, 3)
+        recorded = pick(src, (truth, lie(src, truth, 1)))
+        expected = pick(src, (truth, lie(src, truth, 1)))
     elif mode == "stamp-is-expected":
-        payload = faulty_payload(draw, block, 2)
-        recorded = lie(draw, truth, 1)
+        payload = faulty_payload(src, block, 2)
+        recorded = lie(src, truth, 1)
         expected = recorded
     else:
-        payload = faulty_payload(draw, block, 3)
-        recorded = None if draw(st.integers(0, 9)) == 0 else lie(draw, truth, 3)
-        expected = lie(draw, truth, 3)
+        payload = faulty_payload(src, block, 3)
+        recorded = None if src.integer(0, 9) == 0 else lie(src, truth, 3)
+        expected = lie(src, truth, 3)
     return ops.Verify(recorded=recorded, payload=payload, expected=expected)
 
 
-@st.composite
-def measuring_ops(draw: Draw[Any]) -> ops.Op:
-    block = draw(coherent_blocks())
-    payload = faulty_payload(draw, block, 3)
-    cls = draw(st.sampled_from((ops.Measure, ops.Stamp)))
+def measuring_op(src: Source) -> ops.Op:
+    block = coherent_block(src)
+    payload = faulty_payload(src, block, 3)
+    cls = pick(src, (ops.Measure, ops.Stamp))
     return cls(model=block.truth.model, payload=payload)
 
 
-def block_programs(
-    verify: bool = True, signature: bool = True, scope: Scope | None = None
-) -> st.SearchStrategy[Program]:
+def verify_ops() -> st.SearchStrategy[ops.Verify]:
+    return strategy(verify_op)
+
+
+def measuring_ops() -> st.SearchStrategy[ops.Op]:
+    return strategy(measuring_op)
+
+
+#: Attempts at an operation within a reader's narrower counts before the slot is left empty.
+_WITHIN_ATTEMPTS = 20
+
+
+def block_program(
+    src: Source, verify: bool = True, signature: bool = True, scope: Scope | None = None
+) -> Program:
     """Independent verify, measure and stamp operations (only the classes given).
 
     A reader that declares its dtypes (SIG-14) is never handed an expectation of
     another dtype: that is its own requirement, which it could not even hold.
     """
-    choices = ([verify_ops(), verify_ops()] if verify else []) + (
-        [measuring_ops()] if signature else []
+    choices: list[Writer[ops.Op]] = ([verify_op, verify_op] if verify else []) + (
+        [measuring_op] if signature else []
     )
     if not choices:
         raise ValueError("block_programs needs verify or signature")
-    one = st.one_of(*choices)
-    if scope is not None and scope.uint_max < U64_MAX:
-        one = one.filter(lambda op: _counts_within(op, scope.uint_max))
-    programs = st.lists(one, min_size=1, max_size=6).map(tuple)
+    limit = U64_MAX if scope is None else scope.uint_max
+
+    def one() -> ops.Op | None:
+        for _ in range(_WITHIN_ATTEMPTS):
+            op = pick(src, choices)(src)
+            if limit >= U64_MAX or _counts_within(op, limit):
+                return op
+        return None
+
+    program = tuple(op for op in items(src, one, 6, min_size=1, mean_extra=3) if op is not None)
     if scope is None or scope.dtypes == DTYPES:
-        return programs
-    return programs.map(lambda p: _expectations_within(p, scope.dtypes))
+        return program
+    return _expectations_within(program, scope.dtypes)
+
+
+def block_programs(
+    verify: bool = True, signature: bool = True, scope: Scope | None = None
+) -> st.SearchStrategy[Program]:
+    """:func:`block_program` as a Hypothesis strategy."""
+    if not (verify or signature):
+        raise ValueError("block_programs needs verify or signature")
+    return strategy(lambda src: block_program(src, verify, signature, scope))
 
 
 def _counts_within(op: ops.Op, limit: int) -> bool:

@@ -64,12 +64,16 @@ _CLASS_REQUIREMENT = {
 
 
 class CounterexampleLike(Protocol):
-    """What the exporter needs of a counterexample (:class:`.generated.engine.Counterexample`)."""
+    """What the exporter needs of a counterexample (``differential.engine.Counterexample``)."""
 
-    property_id: str
-    program: tuple[ops.Op, ...]
-    expected: tuple[Outcome, ...]
-    mismatch: Mismatch
+    @property
+    def property_id(self) -> str: ...
+    @property
+    def program(self) -> tuple[ops.Op, ...]: ...
+    @property
+    def expected(self) -> tuple[Outcome, ...]: ...
+    @property
+    def mismatch(self) -> Mismatch: ...
 
 
 class ExportError(ValueError):
