@@ -17,6 +17,12 @@ On POSIX, requests and responses go through non-blocking pipes and ``poll``
 on the calling thread (writing and reading interleave, so no pipe can fill up
 and deadlock); elsewhere a reader and a writer thread do the same.
 
+The round trip is kept lean (bench/roundtrip_bench.py): an operation's request
+bytes are encoded once and given each ``seq`` by splicing; the usual answer,
+``{"seq": n, "ok": value}`` with a well-formed value, is decoded and judged on a
+short path (:func:`.codec.quick_outcome`), and anything else goes through every
+check of the general one.
+
 The wire form of requests, results and the handshake is :mod:`.codec`.
 """
 
@@ -32,6 +38,7 @@ import select
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -171,16 +178,61 @@ class _PollChannel:
         self._writing = False
         self._pending = memoryview(b"")
         self._stdin_closed = False
+        #: Lines read ahead of their turn, whole (newline stripped); a _Fault last when the
+        #: stream broke after them (the lines before a fault are still answers).
+        self._ready: collections.deque[bytes | _Fault] = collections.deque()
+        #: The start of a line whose newline has not come yet (at most ``max_line`` bytes).
         self._buf = bytearray()
-        self._scan = 0
 
     def send(self, data: bytes) -> None:
         if self._stdin_closed:
             return
-        self._pending = (
-            memoryview(bytes(self._pending) + data) if self._pending else memoryview(data)
-        )
-        self._flush()
+        if self._pending:
+            self._pending = memoryview(bytes(self._pending) + data)
+            self._flush()
+            return
+        # The usual case: the pipe has room for all of it, and nothing waits for poll.
+        try:
+            written = os.write(self._in, data)
+        except BlockingIOError:
+            written = 0
+        except OSError:  # the adapter closed stdin or died: its stdout will tell
+            self._stdin_closed = True
+            return
+        if written < len(data):
+            self._pending = memoryview(data)[written:]
+            self._flush()
+
+    def ask(self, data: bytes, timeout: float) -> bytes:
+        """:meth:`send` ``data``, then :meth:`read_line`: one request, one response."""
+        if self._pending or self._stdin_closed or self._ready or self._buf:
+            self.send(data)
+            return self.read_line(timeout)
+        # The usual case, on a path of its own: the request fits in the pipe, and the
+        # one event poll can give is stdout's, most often with the whole line awaited.
+        try:
+            written = os.write(self._in, data)
+        except OSError:
+            written = 0
+        if written != len(data):
+            self.send(data[written:])
+            return self.read_line(timeout)
+        deadline = time.monotonic() + timeout
+        if self._poll.poll(timeout * 1000.0):
+            try:
+                chunk = os.read(self._out, _READ_SIZE)
+            except BlockingIOError:
+                pass  # nothing after all
+            except OSError as exc:
+                raise _Fault("eof", str(exc)) from None
+            else:
+                size = len(chunk)
+                if chunk.find(b"\n") == size - 1 and 0 < size <= self._max:
+                    return chunk[:-1]
+                if not size:
+                    raise _Fault("eof")
+                self._take(chunk)
+        return self._read_line(deadline)
 
     def _flush(self) -> None:
         while self._pending:
@@ -202,27 +254,20 @@ class _PollChannel:
             self._writing = want
 
     def read_line(self, timeout: float) -> bytes:
-        deadline = 0.0
+        return self._read_line(time.monotonic() + timeout)
+
+    def _read_line(self, deadline: float) -> bytes:
+        ready = self._ready
         while True:
-            if self._buf:
-                newline = self._buf.find(b"\n", self._scan)
-                if newline >= 0:
-                    if newline > self._max:
-                        raise _Fault("oversized", f"{newline} bytes")
-                    line = bytes(self._buf[:newline])
-                    del self._buf[: newline + 1]
-                    self._scan = 0
-                    return line
-                self._scan = len(self._buf)
-                if self._scan > self._max:
-                    raise _Fault("oversized", f"more than {self._scan} bytes without a newline")
-            if not deadline:
-                deadline = time.monotonic() + timeout
-                remaining = timeout
-            else:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise _Fault("timeout")
+            if ready:
+                line = ready[0]
+                if isinstance(line, _Fault):
+                    raise line  # and it stays: the stream is broken from here on
+                ready.popleft()
+                return line
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _Fault("timeout")
             for fd, _ in self._poll.poll(remaining * 1000.0):
                 if fd == self._in:
                     self._flush()
@@ -233,11 +278,44 @@ class _PollChannel:
                     continue
                 except OSError as exc:
                     raise _Fault("eof", str(exc)) from None
-                if not chunk:
-                    raise _Fault("eof")
-                if not self._buf and chunk.find(b"\n") == len(chunk) - 1 < self._max:
+                size = len(chunk)
+                if not self._buf and chunk.find(b"\n") == size - 1 and 0 < size <= self._max:
                     return chunk[:-1]  # the usual case: exactly one whole line
-                self._buf += chunk
+                if not size:
+                    raise _Fault("eof")
+                self._take(chunk)
+
+    def _take(self, chunk: bytes) -> None:
+        """Queue the whole lines of ``chunk``; keep the start of an unfinished one."""
+        ready, buf, limit = self._ready, self._buf, self._max
+        start = 0
+        if buf:
+            newline = chunk.find(b"\n")
+            if newline < 0:
+                buf += chunk
+                if len(buf) > limit:
+                    ready.append(
+                        _Fault("oversized", f"more than {len(buf)} bytes without a newline")
+                    )
+                return
+            if len(buf) + newline > limit:
+                ready.append(_Fault("oversized", f"{len(buf) + newline} bytes"))
+                return
+            buf += memoryview(chunk)[:newline]
+            ready.append(bytes(buf))
+            buf.clear()
+            start = newline + 1
+        lines = (chunk[start:] if start else chunk).split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            if len(line) > limit:
+                ready.append(_Fault("oversized", f"{len(line)} bytes"))
+                return
+            ready.append(line)
+        if len(rest) > limit:
+            ready.append(_Fault("oversized", f"more than {len(rest)} bytes without a newline"))
+            return
+        buf += rest
 
     def close(self) -> None:
         self._poll = select.poll()
@@ -300,6 +378,10 @@ class _ThreadChannel:
     def send(self, data: bytes) -> None:
         self._writes.put(data)
 
+    def ask(self, data: bytes, timeout: float) -> bytes:
+        self.send(data)
+        return self.read_line(timeout)
+
     def read_line(self, timeout: float) -> bytes:
         try:
             item = self._lines.get(timeout=timeout)
@@ -319,6 +401,27 @@ class _ThreadChannel:
 
 Transport = Literal["auto", "poll", "threads"]
 
+#: How the adapter is started on POSIX: in a process group of its own, so that killing
+#: the group kills whatever it started too, and a Ctrl-C at the terminal (SIGINT to the
+#: foreground group, the harness's) reaches only the harness, which then shuts the
+#: adapter down. In the harness's session, not a new one (start_new_session): a new
+#: session is also a new scheduling autogroup on Linux, which makes every round trip
+#: slower. ``process_group`` is Python 3.11+; before it, a new session does the same.
+_OWN_PROCESS_GROUP: dict[str, Any] = (
+    {}
+    if os.name != "posix"
+    else {"process_group": 0}
+    if sys.version_info >= (3, 11)
+    else {"start_new_session": True}
+)
+#: A request line from its ``seq`` and its tail (:func:`.codec.request_line`).
+_REQUEST_LINE = codec.REQUEST_LINE
+#: The bytes of a ``reset`` request after its ``seq``.
+_RESET_TAIL = codec.request_tail({"op": "reset"})
+#: Most operations whose request bytes a driver keeps, and the longest such request.
+_TAIL_CACHE_ENTRIES = 1024
+_TAIL_CACHE_BYTES = 4096
+
 
 class _AdapterProcess:
     """One running adapter: the process, its channel, its stderr tail, its next ``seq``."""
@@ -331,7 +434,6 @@ class _AdapterProcess:
         env: Mapping[str, str] | None,
     ) -> None:
         self.argv = list(argv)
-        posix = os.name == "posix"
         try:
             self.proc = subprocess.Popen(
                 self.argv,
@@ -340,8 +442,7 @@ class _AdapterProcess:
                 stderr=subprocess.PIPE,
                 bufsize=0,
                 env=None if env is None else dict(env),
-                # its own process group, so killing it kills what it started too
-                start_new_session=posix,
+                **_OWN_PROCESS_GROUP,
             )
         except OSError as exc:
             raise AdapterStartError(
@@ -452,6 +553,11 @@ class StdioDriver:
         self._failed_restarts = 0
         self._given_up: str | None = None
         self._closed = False
+        #: Request bytes (after ``seq``) of the operations sent lately, by identity: an
+        #: operation sent again (a scenario run twice, a benchmark) is not encoded again.
+        #: Keyed by ``id`` with the operation kept alive, never by equality: equal
+        #: operations may encode differently (``1 == 1.0 == True``).
+        self._tails: dict[int, tuple[ops.Op, bytes]] = {}
         self._info: AdapterInfo | None = None
         self._proc: _AdapterProcess | None = self._start()
         assert self._info is not None
@@ -543,7 +649,46 @@ class StdioDriver:
         Handles made by ``call`` stay live until the next :meth:`run` ends (its
         ``reset`` drops them). A fault kills the adapter as in :meth:`run`.
         """
-        return self._single(op, op.name, lambda response: codec.outcome_of(op, response))
+        proc = self._proc
+        if proc is None:
+            running = self._running()
+            if isinstance(running, Broken):
+                return running
+            proc = running
+        known = self._tails.get(id(op))
+        tail = known[1] if known is not None and known[0] is op else self._tail(op)
+        seq = proc.next_seq
+        line = _REQUEST_LINE % (seq, tail)
+        proc.next_seq = seq + 1
+        try:
+            if self.trace is None:
+                answer = proc.channel.ask(line, self.timeout)
+            else:
+                self.trace("send", line[:-1])
+                proc.channel.send(line)
+                answer = proc.channel.read_line(self.timeout)
+                self.trace("recv", answer)
+            outcome = codec.quick_outcome(op, answer, seq)
+            if outcome is not None:
+                return outcome
+            response = self._response(answer, seq)  # all the checks, and their faults
+        except _Fault as fault:
+            self._proc = None
+            return Broken(self._explain(proc, fault, seq, op.name, self.timeout), fault.raw)
+        return codec.outcome_of(op, response)
+
+    def _tail(self, op: ops.Op) -> bytes:
+        """The bytes of ``op``'s request after its ``seq``: encoded once while it is sent."""
+        tails = self._tails
+        known = tails.get(id(op))
+        if known is not None and known[0] is op:
+            return known[1]
+        tail = codec.request_tail(op)
+        if len(tail) <= _TAIL_CACHE_BYTES:
+            if len(tails) >= _TAIL_CACHE_ENTRIES:
+                tails.clear()
+            tails[id(op)] = (op, tail)
+        return tail
 
     def _single(
         self,
@@ -585,8 +730,7 @@ class StdioDriver:
                 )
             return Ok(
                 tuple(
-                    codec.outcome_of(r, {"ok": raw})
-                    for r, raw in zip(requests, body, strict=True)
+                    codec.outcome_of(r, {"ok": raw}) for r, raw in zip(requests, body, strict=True)
                 )
             )
 
@@ -600,16 +744,23 @@ class StdioDriver:
 
     def _exchange(self, proc: _AdapterProcess, program: Sequence[ops.Op]) -> _Exchange:
         first = proc.next_seq
-        self._send(proc, [*(codec.to_wire(op) for op in program), {"op": "reset"}])
+        tail = self._tail
+        lines = [_REQUEST_LINE % (seq, tail(op)) for seq, op in enumerate(program, first)]
+        lines.append(_REQUEST_LINE % (first + len(program), _RESET_TAIL))
+        proc.next_seq = first + len(lines)
+        if self.trace is not None:
+            for line in lines:
+                self.trace("send", line[:-1])
+        proc.channel.send(b"".join(lines))
         outcomes: list[Outcome] = []
+        read_outcome, timeout = self._read_outcome, self.timeout
         for index, op in enumerate(program):
             try:
-                response = self._receive(proc, first + index, op.name, self.timeout)
+                outcomes.append(read_outcome(proc, op, first + index, timeout))
             except _Fault as fault:
                 reason = self._explain(proc, fault, first + index, op.name, self.timeout)
                 outcomes += [Broken(reason, fault.raw)] * (len(program) - index)
                 return _Exchange(outcomes, reason)
-            outcomes.append(codec.outcome_of(op, response))
         try:
             response = self._receive(proc, first + len(program), "reset", self.timeout)
         except _Fault as fault:
@@ -623,24 +774,40 @@ class StdioDriver:
         return _Exchange(outcomes)
 
     def _send(self, proc: _AdapterProcess, messages: Sequence[Mapping[str, Any]]) -> None:
-        lines = []
-        for message in messages:
-            lines.append(codec.encode_line(proc.next_seq, message))
-            proc.next_seq += 1
+        first = proc.next_seq
+        lines = [codec.encode_line(seq, message) for seq, message in enumerate(messages, first)]
+        proc.next_seq = first + len(lines)
         if self.trace is not None:
             for line in lines:
                 self.trace("send", line[:-1])
         proc.channel.send(b"".join(lines))
+
+    def _read_outcome(self, proc: _AdapterProcess, op: ops.Op, seq: int, timeout: float) -> Outcome:
+        """The outcome of the response to request ``seq``, or :class:`_Fault`."""
+        line = proc.channel.read_line(timeout)
+        if self.trace is not None:
+            self.trace("recv", line)
+        outcome = codec.quick_outcome(op, line, seq)
+        return codec.outcome_of(op, self._response(line, seq)) if outcome is None else outcome
 
     def _receive(self, proc: _AdapterProcess, seq: int, op: str, timeout: float) -> dict[str, Any]:
         """The response to request ``seq``, or :class:`_Fault` if the stream is unusable."""
         line = proc.channel.read_line(timeout)
         if self.trace is not None:
             self.trace("recv", line)
+        return self._response(line, seq)
+
+    @staticmethod
+    def _response(line: bytes, seq: int) -> dict[str, Any]:
+        """The response ``line`` to request ``seq``, or :class:`_Fault` if it is not one."""
         try:
             response = codec.decode_line(line)
         except ValueError as exc:  # UnicodeDecodeError is a ValueError too
             raise _Fault("garbage", str(exc), codec.clip(repr(line), 2000)) from None
+        if type(response) is dict:
+            got = response.get("seq")
+            if got == seq and type(got) is int:
+                return response  # the usual case
         if not isinstance(response, dict) or "seq" not in response:
             raise _Fault("no-seq", "", codec.clip(repr(line), 2000))
         got = response["seq"]

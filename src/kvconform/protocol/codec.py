@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import typing
 from collections.abc import Callable, Mapping, Sequence
+from json import encoder as _json_encoder
+from json.scanner import make_scanner
 from typing import Any
 
 import kvconform
-from kvconform.protocol.operations import BY_CLASS, BY_NAME, FieldKind, Op
+from kvconform.protocol.operations import BY_CLASS, BY_NAME, FieldKind, Op, ResultKind
 from kvconform.values import (
     CLASSES,
     AdapterInfo,
@@ -43,7 +46,6 @@ PROTOCOL_VERSION = 1
 RESPONSE_FORMS = ("ok", "error", "unsupported", "failure")
 
 
-
 class WireError(ValueError):
     """A message that does not have the shape the protocol gives it."""
 
@@ -58,7 +60,10 @@ def u64_to_wire(value: int) -> str:
 def u64_from_wire(value: object, where: str) -> int:
     if not isinstance(value, str) or not value.isdigit():
         raise WireError(f"{where}: expected a decimal string, got {value!r}")
-    number = int(value)
+    try:
+        number = int(value)
+    except ValueError:  # a digit int() cannot read, such as "²"
+        raise WireError(f"{where}: expected a decimal string, got {value!r}") from None
     if number >= 1 << 64:
         raise WireError(f"{where}: {value} does not fit in 64 bits")
     return number
@@ -405,8 +410,31 @@ def _bool(raw: object, where: str) -> bool:
 
 # Result codec ------------------------------------------------------------------
 
+
 def _is_u64(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 64
+
+
+def result_type_problem(op: Op, value: object) -> str | None:
+    """Why ``value`` is not what ``op`` returns (a Fault aside), or ``None`` if it is."""
+    kind = type(op).result
+    if kind == "null" or isinstance(value, Fault):
+        return None
+    if kind == "u64" and not _is_u64(value):
+        return f"{op.name} returned {clip(repr(value))}, expected an unsigned 64-bit integer"
+    if kind == "u64_list" and (
+        not isinstance(value, Sequence)
+        or isinstance(value, str | bytes)
+        or not all(_is_u64(v) for v in value)
+    ):
+        return f"{op.name} returned {clip(repr(value))}, expected unsigned 64-bit integers"
+    if kind == "count" and not _is_u64(value):
+        return f"{op.name} returned {clip(repr(value))}, expected a non-negative integer"
+    if kind == "bool" and not isinstance(value, bool):
+        return f"{op.name} returned {clip(repr(value))}, expected true or false"
+    if kind == "signature" and not isinstance(value, Signature):
+        return f"{op.name} returned {clip(repr(value))}, expected a signature or a fault"
+    return None
 
 
 def result_to_wire(op: Op, value: object) -> dict[str, Any]:
@@ -453,9 +481,7 @@ def result_from_wire(op: Op, raw: object) -> object:
         return u64_from_wire(raw, where)
     if kind == "u64_list":
         if not isinstance(raw, list):
-            raise WireError(
-                f"{where}: expected a list of decimal strings, got {clip(repr(raw))}"
-            )
+            raise WireError(f"{where}: expected a list of decimal strings, got {clip(repr(raw))}")
         return tuple(u64_from_wire(v, f"{where}[{i}]") for i, v in enumerate(raw))
     if kind == "count":
         if not isinstance(raw, int) or isinstance(raw, bool) or raw < 0:
@@ -468,8 +494,81 @@ def result_from_wire(op: Op, raw: object) -> object:
     return signature_from_wire(raw, where)
 
 
+_OK_NONE = Ok(None)
+_OK_TRUE = Ok(True)
+_OK_FALSE = Ok(False)
+_U64_LIMIT = 1 << 64
+
+
+def _fast_null(raw: object) -> Outcome | None:
+    return _OK_NONE if raw is None else None
+
+
+def _fast_count(raw: object) -> Outcome | None:
+    return Ok(raw) if type(raw) is int and raw >= 0 else None
+
+
+def _fast_bool(raw: object) -> Outcome | None:
+    return _OK_TRUE if raw is True else _OK_FALSE if raw is False else None
+
+
+def _fast_u64(raw: object) -> Outcome | None:
+    if type(raw) is str and raw.isdigit() and raw.isascii():
+        number = int(raw)
+        if number < _U64_LIMIT:
+            return Ok(number)
+    return None
+
+
+def _fast_u64_list(raw: object) -> Outcome | None:
+    if type(raw) is not list:
+        return None
+    if len(raw) == 1:  # the usual hash program: one finish
+        item = raw[0]
+        if type(item) is str and item.isdigit() and item.isascii():
+            number = int(item)
+            if number < _U64_LIMIT:
+                return Ok((number,))
+        return None
+    values = []
+    for item in raw:
+        if type(item) is not str or not item.isdigit() or not item.isascii():
+            return None
+        number = int(item)
+        if number >= _U64_LIMIT:
+            return None
+        values.append(number)
+    return Ok(tuple(values))
+
+
+def _fast_none(raw: object) -> Outcome | None:
+    return None
+
+
+#: The outcome of a well-formed ``ok`` value of each result kind, checked by its type
+#: alone; ``None`` sends anything else (and every signature) to :func:`result_from_wire`,
+#: which gives the same value or says what is wrong.
+_FAST_OK: dict[str, Callable[[object], Outcome | None]] = {
+    "null": _fast_null,
+    "count": _fast_count,
+    "bool": _fast_bool,
+    "u64": _fast_u64,
+    "u64_list": _fast_u64_list,
+    "signature": _fast_none,
+}
+if set(_FAST_OK) != set(typing.get_args(ResultKind)):  # pragma: no cover
+    raise RuntimeError("codec._FAST_OK does not cover every result kind of the table")
+_NOTHING = object()
+
+
 def outcome_of(op: Op, response: Mapping[str, Any]) -> Outcome:
     """The outcome a well-sequenced response gives ``op`` (a malformed body is Broken)."""
+    if len(response) == 2:
+        raw = response.get("ok", _NOTHING)
+        if raw is not _NOTHING and "seq" in response:
+            outcome = _FAST_OK[type(op).result](raw)
+            if outcome is not None:
+                return outcome
     forms = [key for key in response if key != "seq"]
     if len(forms) != 1 or forms[0] not in RESPONSE_FORMS:
         return Broken(
@@ -605,12 +704,117 @@ def clip(text: str, limit: int = 200) -> str:
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
-_DECODE = json.JSONDecoder().decode
+_DECODER = json.JSONDecoder()
+_DECODE = _DECODER.decode
+#: The decoder's scanner (the C one when the interpreter has it): one value from an index,
+#: what ``decode`` runs once it has skipped whitespace. (typeshed types its argument as
+#: the scanner class itself; at run time it is the decoder whose settings it copies.)
+_SCAN: Callable[[str, int], tuple[Any, int]] = make_scanner(_DECODER)  # type: ignore[arg-type]
 
 
 def decode_line(line: bytes) -> Any:
-    """The JSON value of one line; :class:`ValueError` if it is not UTF-8 JSON."""
-    return _DECODE(line.decode("utf-8"))
+    """The JSON value of one line; :class:`ValueError` if it is not UTF-8 JSON.
+
+    Exactly :meth:`json.JSONDecoder.decode` (integers of any size stay exact,
+    ``\\ud800`` escapes give lone surrogates, ``NaN`` is a float), without its
+    set-up for a line that starts with its value; a line nested too deeply to
+    decode is a :class:`ValueError` too.
+    """
+    try:
+        text = line.decode()  # UTF-8
+        try:
+            value, end = _SCAN(text, 0)
+        except StopIteration:  # not a JSON value at index 0: let decode() say why
+            return _DECODE(text)
+        if end == len(text) or not text[end:].strip(" \t\n\r"):  # JSON whitespace after
+            return value
+        return _DECODE(text)  # for its "Extra data" error
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to decode") from None
+
+
+def quick_outcome(op: Op, line: bytes, seq: int) -> Outcome | None:
+    """The outcome of ``line`` if it is the usual answer to request ``seq`` for ``op``.
+
+    The usual answer is ``{"seq": seq, "ok": value}`` in ASCII with a well-formed
+    value; for it this is what :func:`decode_line` then :func:`outcome_of` give.
+    Anything else is ``None``: the caller then decodes ``line`` and checks it in full.
+    """
+    fast = _FAST_OK[type(op).result]
+    if fast is _fast_none:
+        return None
+    try:
+        response, end = _SCAN(line.decode(), 0)
+    except (ValueError, StopIteration, RecursionError):
+        return None
+    if end == len(line) and type(response) is dict and len(response) == 2:
+        got = response.get("seq")
+        if got == seq and type(got) is int:
+            raw = response.get("ok", _NOTHING)
+            if raw is not _NOTHING:
+                return fast(raw)
+    return None
+
+
+def _not_json(value: object) -> object:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_c_make_encoder = getattr(_json_encoder, "c_make_encoder", None)
+#: ``_ENCODER``'s output without its per-call set-up: the C encoder, made once (no
+#: circular-reference bookkeeping; on any error :func:`encode_json` falls back to
+#: ``_ENCODER``, which raises what it always raised).
+_FAST_ENCODE: Callable[[Any, int], Sequence[str]] | None = (
+    None
+    if _c_make_encoder is None
+    else _c_make_encoder(
+        None,  # markers: no circular-reference check
+        _not_json,  # default
+        _json_encoder.encode_basestring_ascii,  # ASCII only: \u escapes, even for "\ud800"
+        None,  # indent
+        ":",  # key separator
+        ",",  # item separator
+        False,  # sort_keys
+        False,  # skipkeys
+        True,  # allow_nan, as _ENCODER
+    )
+)
+
+
+def encode_json(value: Any) -> str:
+    """``value`` as compact ASCII-only JSON: the text ``json.JSONEncoder`` gives.
+
+    :class:`TypeError` or :class:`ValueError` if ``value`` holds something JSON
+    cannot carry.
+    """
+    if _FAST_ENCODE is not None:
+        try:
+            return "".join(_FAST_ENCODE(value, 0))
+        except (TypeError, ValueError, RecursionError):
+            pass  # the standard encoder raises the usual error, or encodes after all
+    return _ENCODER.encode(value)
+
+
+def request_tail(message: Op | Mapping[str, Any]) -> bytes:
+    """The bytes of a request line after its ``seq`` member (see :func:`request_line`).
+
+    Encode an operation or message once, then give it any number of sequence
+    numbers; :class:`TypeError` or :class:`ValueError` as :func:`encode_line`.
+    """
+    text = encode_json(to_wire(message) if isinstance(message, Op) else message)
+    if text == "{}":
+        raise ValueError("a request has an 'op'")
+    return (text[1:] + "\n").encode("ascii")
+
+
+#: A request line: ``REQUEST_LINE % (seq, tail)`` is :func:`request_line`.
+REQUEST_LINE = b'{"seq":%d,%s'
+
+
+def request_line(seq: int, tail: bytes) -> bytes:
+    """The request line ``seq`` of a message whose :func:`request_tail` is ``tail``:
+    byte for byte what :func:`encode_line` gives."""
+    return REQUEST_LINE % (seq, tail)
 
 
 def encode_line(seq: int | None, message: Mapping[str, Any]) -> bytes:
@@ -620,6 +824,4 @@ def encode_line(seq: int | None, message: Mapping[str, Any]) -> bytes:
     surrogate (HASH-13), can be written; :class:`TypeError` or :class:`ValueError`
     if ``message`` holds something JSON cannot carry.
     """
-    return (_ENCODER.encode({"seq": seq, **message}) + "\n").encode("ascii")
-
-
+    return (encode_json({"seq": seq, **message}) + "\n").encode("ascii")

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from kvconform.protocol import operations as ops
-from kvconform.protocol.codec import result_type_problem
 from kvconform.protocol.adapter import Adapter
+from kvconform.protocol.codec import result_type_problem
 from kvconform.values import AdapterInfo, Broken, Fault, Ok, Outcome, Refused
 
 

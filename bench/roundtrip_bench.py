@@ -1,0 +1,272 @@
+"""One stdio round trip through ``StdioDriver`` against a raw line echo, side by side.
+
+    python bench/roundtrip_bench.py \
+        --adapter-cmd examples/rust-adapter/target/release/kvconform-rust-adapter
+
+Series, sampled in interleaved rounds after a warm-up so that a change of machine
+load affects every series alike:
+
+(a) ``raw echo``: a Python subprocess doing readline/write/flush (the echo of
+    ``protocol_bench.py``), fed the request bytes of a ``hash`` request and read
+    with ``readline``: what a line round trip over a pipe costs at all.
+(b) the adapter through ``StdioDriver``: ``call`` of a two-step ``hash`` (the same
+    operation object every time, so its request bytes are encoded once), the same
+    with a new, equal operation object every call (encoded every time), ``call`` of a
+    new ``cache_len`` every time, and ``run`` of a one-operation program (two round
+    trips, the program's request and its ``reset``, pipelined).
+(c) ``adapter floor``: the same adapter process driven by hand like the echo
+    (pre-encoded request bytes, ``readline``, no decoding): the echo plus the
+    adapter's own work, the floor for (b).
+
+Each series's median round trip, and its ratio to the raw echo, are given twice:
+over all samples, and as the median of the per-round ratios (the steadier figure
+on a loaded machine). The CPU columns split a round trip between the harness
+process (``time.process_time``) and the child (``/proc/<pid>/schedstat``, Linux).
+
+``--cpu N`` runs everything on CPU N (Linux): every round trip is then a switch
+between two processes on one CPU, which takes away the run-to-run lottery of where
+the scheduler puts each process (on a loaded machine a round trip across CPUs can
+cost several times one on the same CPU, for the echo as for the adapter).
+
+Prints; asserts nothing. Target: (b) ``hash (call)`` within 1.5x of the raw echo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from kvconform.protocol import codec
+from kvconform.protocol import operations as ops
+from kvconform.protocol.client import AdapterStartError, StdioDriver
+from kvconform.values import Geometry, MixOp, Ok
+
+#: The raw line echo of protocol_bench.py.
+ECHO = [
+    sys.executable,
+    "-c",
+    "import sys\n"
+    "r, w = sys.stdin.buffer, sys.stdout.buffer\n"
+    "for line in r:\n"
+    "    w.write(line)\n"
+    "    w.flush()\n",
+]
+TINY_HASH = ops.Hash((MixOp("u64", 7), MixOp("finish")))
+GEOMETRY = Geometry(n_layers=2, n_kv_heads=2, head_dim=4, max_seq_len=16)
+
+
+def _child_cpu(pid: int | None) -> float | None:
+    """CPU seconds used so far by process ``pid`` (Linux; None elsewhere)."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/schedstat", encoding="ascii") as stat:
+            return int(stat.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@dataclass
+class Series:
+    """One series: its action, the process answering it, and what was measured."""
+
+    name: str
+    action: Callable[[], object]
+    pid: int | None
+    trips_per_call: int = 1
+    samples: list[float] = field(default_factory=list)
+    per_round: list[float] = field(default_factory=list)
+    harness_cpu: float = 0.0
+    child_cpu: float | None = 0.0
+
+    def sample(self, n: int) -> None:
+        clock = time.perf_counter
+        action = self.action
+        child_before = _child_cpu(self.pid)
+        cpu_before = time.process_time()
+        this_round = []
+        for _ in range(n):
+            start = clock()
+            action()
+            this_round.append(clock() - start)
+        self.harness_cpu += time.process_time() - cpu_before
+        child_after = _child_cpu(self.pid)
+        if child_before is None or child_after is None or self.child_cpu is None:
+            self.child_cpu = None
+        else:
+            self.child_cpu += child_after - child_before
+        self.samples += this_round
+        self.per_round.append(statistics.median(this_round))
+
+
+class _RawLines:
+    """A process driven by hand: write pre-encoded bytes, ``readline`` the answer."""
+
+    def __init__(self, argv: Sequence[str]) -> None:
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            bufsize=0,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.reader = os.fdopen(self.proc.stdout.fileno(), "rb", closefd=False)
+        self.write = self.proc.stdin.write
+        self.readline = self.reader.readline
+
+    def round_trip(self, line: bytes) -> Callable[[], bytes]:
+        write, readline = self.write, self.readline
+
+        def once() -> bytes:
+            write(line)
+            return readline()
+
+        return once
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        self.reader.close()
+
+
+def measure(adapter_cmd: list[str], rounds: int, per_round: int, warmup: int) -> list[Series]:
+    line = codec.encode_line(12, codec.to_wire(TINY_HASH))
+    echo = _RawLines(ECHO)
+    floor = _RawLines(adapter_cmd)
+    driver = StdioDriver(adapter_cmd)
+    try:
+        hello = floor.round_trip(codec.encode_line(0, codec.hello_request()))()
+        if b'"ok"' not in hello:
+            raise AdapterStartError(f"the adapter refused hello: {hello!r}")
+        answer = floor.round_trip(line)()
+        if b'"ok"' not in answer:
+            raise AdapterStartError(f"the adapter did not answer hash: {answer!r}")
+        name = os.path.basename(adapter_cmd[0])
+        # More distinct (equal) operations than a driver keeps encoded: each call encodes.
+        fresh = itertools.cycle([ops.Hash(TINY_HASH.program) for _ in range(5000)])
+        series = [
+            Series("raw echo", echo.round_trip(line), echo.proc.pid),
+            Series(f"{name} floor: hash (by hand)", floor.round_trip(line), floor.proc.pid),
+            Series(f"{name}: hash (call)", lambda: driver.call(TINY_HASH), driver.pid),
+            Series(
+                f"{name}: hash (call, new op each time)",
+                lambda: driver.call(next(fresh)),
+                driver.pid,
+            ),
+            Series(f"{name}: cache_len (call)", lambda: driver.call(ops.CacheLen("c")), driver.pid),
+            Series(
+                f"{name}: 1-op program + reset (run)",
+                lambda: driver.run([TINY_HASH]),
+                driver.pid,
+                trips_per_call=2,
+            ),
+        ]
+
+        def fresh_cache() -> None:  # run() ends with reset, which drops "c"
+            driver.call(ops.Drop("c"))
+            if not isinstance(driver.call(ops.CacheNew("c", GEOMETRY)), Ok):
+                raise AdapterStartError("the adapter did not create a cache")
+
+        fresh_cache()
+        for one in series:  # warm up
+            for _ in range(warmup):
+                one.action()
+        for one in series:
+            one.samples.clear()
+        for _ in range(rounds):
+            for one in series:
+                if "cache_len" in one.name:
+                    fresh_cache()
+                one.sample(per_round)
+        if driver.restarts or driver.incidents:
+            raise AdapterStartError(f"the adapter misbehaved: {driver.incidents}")
+        check = driver.call(TINY_HASH)
+        if not isinstance(check, Ok):
+            raise AdapterStartError(f"the adapter answered hash with {check}")
+    finally:
+        driver.close()
+        echo.close()
+        floor.close()
+    return series
+
+
+def report(series: list[Series], rounds: int, per_round: int) -> None:
+    echo = series[0]
+    echo_median = statistics.median(echo.samples)
+    n = rounds * per_round
+    width = max(len(s.name) for s in series)
+    print(
+        f"  {'':{width}s}   median  vs echo  (per-round ratio, median)  "
+        "CPU per call: harness   child"
+    )
+    for one in series:
+        median = statistics.median(one.samples)
+        ratios = [mine / theirs for mine, theirs in zip(one.per_round, echo.per_round, strict=True)]
+        child = "n/a" if one.child_cpu is None else f"{one.child_cpu / n * 1e6:.1f} us"
+        print(
+            f"  {one.name:{width}s} {median * 1e6:6.1f} us  {median / echo_median:5.2f}x"
+            f"  ({statistics.median(ratios):5.2f}x, {min(ratios):.2f}-{max(ratios):.2f}x)"
+            f"  {one.harness_cpu / n * 1e6:18.1f} us {child:>8s}"
+        )
+    floor, call = series[1], series[2]
+    floor_ratio = statistics.median(floor.per_round) / statistics.median(echo.per_round)
+    call_ratio = statistics.median(
+        [c / e for c, e in zip(call.per_round, echo.per_round, strict=True)]
+    )
+    over_floor = statistics.median(call.samples) - statistics.median(floor.samples)
+    print(
+        f"\n  floor (the adapter's own work + echo) / echo: {floor_ratio:.2f}x;"
+        f" {call.name} costs {over_floor * 1e6:.1f} us over the floor"
+    )
+    print(
+        f"  target: {call.name} <= 1.5x raw echo: {call_ratio:.2f}x "
+        f"({'met' if call_ratio <= 1.5 else 'NOT met'})"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--adapter-cmd", required=True, help="the adapter process to measure")
+    parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds (default 15)")
+    parser.add_argument(
+        "--per-round", type=int, default=400, help="round trips per round (default 400)"
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=500, help="warm-up calls per series (default 500)"
+    )
+    parser.add_argument(
+        "--cpu", type=int, default=None, help="run the bench and its processes on this CPU"
+    )
+    args = parser.parse_args(argv)
+    if args.cpu is not None:
+        os.sched_setaffinity(0, {args.cpu})  # the processes started later inherit it
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    client = sys.modules[StdioDriver.__module__].__file__
+    print(
+        f"kvconform round-trip bench: Python {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs, load average {load:.2f}\n  driver: {client}\n"
+        f"  {args.rounds} rounds x {args.per_round} samples per series, "
+        f"{args.warmup} warm-up calls each"
+        f"{'' if args.cpu is None else f', everything on CPU {args.cpu}'}\n"
+    )
+    try:
+        series = measure(shlex.split(args.adapter_cmd), args.rounds, args.per_round, args.warmup)
+    except AdapterStartError as exc:
+        print(f"roundtrip_bench: {exc}", file=sys.stderr)
+        return 3
+    report(series, args.rounds, args.per_round)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,416 @@
+"""The stdio driver's lean path gives exactly what the general path gives.
+
+The request bytes are encoded once per operation and get only their ``seq``
+spliced in; responses are decoded with the standard library's scanner and the
+usual ``ok`` answer is judged by its type alone; the poll channel splits chunks
+into lines itself; the adapter runs in a process group of its own. Each of these
+is checked here against the plain standard-library or general-path result, and
+on the misbehaviour it must still survive. No timing is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import typing
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from kvconform.harness import suite
+from kvconform.protocol import codec
+from kvconform.protocol import operations as ops
+from kvconform.protocol.client import StdioDriver, _Fault, _PollChannel
+from kvconform.values import Broken, MixOp, ModelSpec, Ok, Outcome, StepInputs
+
+SERVE = [sys.executable, "-m", "kvconform.serve"]
+STDLIB_ENCODER = json.JSONEncoder(separators=(",", ":"))
+POSIX = pytest.mark.skipif(os.name != "posix", reason="POSIX process groups")
+
+# The codec ------------------------------------------------------------------------------
+
+AWKWARD: list[Any] = [
+    {"a": (1 << 64) + 1, "b": -(1 << 80), "s": '\ud800 \udfff \u00e9 \U0001f600 \x00 "\\'},
+    {"f": [float("nan"), float("inf"), -float("inf"), 1.5, -0.0, 1e300]},
+    {"nested": {"x": [None, True, False, [], {}]}, "": ""},
+    [],
+    {},
+    "\ud800",
+    7,
+]
+
+
+@pytest.mark.parametrize("value", AWKWARD)
+def test_the_encoder_gives_the_standard_librarys_text(value: Any) -> None:
+    assert codec.encode_json(value) == STDLIB_ENCODER.encode(value)
+    assert codec.encode_json(value).isascii()
+
+
+def test_the_encoder_raises_what_the_standard_library_raises() -> None:
+    circular: list[Any] = []
+    circular.append(circular)
+    for bad in (circular, {"x": object()}, {(1,): 2}, {"x": {1j}}):
+        with pytest.raises((TypeError, ValueError)) as ours:
+            codec.encode_json(bad)
+        with pytest.raises((TypeError, ValueError)) as theirs:
+            STDLIB_ENCODER.encode(bad)
+        assert type(ours.value) is type(theirs.value)
+        assert str(ours.value) == str(theirs.value)
+
+
+def test_every_request_of_the_suite_is_byte_for_byte_the_general_encoding() -> None:
+    seen = 0
+    for case in suite.all_cases():
+        for seq, op in enumerate(case.program, start=(1 << 40) - 3):
+            wire = codec.to_wire(op)
+            assert codec.request_line(seq, codec.request_tail(op)) == codec.encode_line(seq, wire)
+            seen += 1
+    assert seen > 1000
+    reset = codec.request_tail({"op": "reset"})
+    assert codec.request_line(5, reset) == codec.encode_line(5, {"op": "reset"})
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"seq": 3, "ok": ["18446744073709551615"]}',
+        b'{"seq":3,"ok":123456789012345678901234567890}',
+        b'{"seq": 3, "ok": "\\ud800"}',
+        b'{"seq": 3, "ok": NaN}',
+        b'  {"seq": 3, "ok": null}  \t',
+        b'{"seq": 3, "ok": "caf\xc3\xa9"}',
+        b"[1, 2]",
+        b'"text"',
+    ],
+)
+def test_the_decoder_gives_the_standard_librarys_value(line: bytes) -> None:
+    ours = codec.decode_line(line)
+    theirs = json.loads(line.decode("utf-8"))
+    assert repr(ours) == repr(theirs)  # repr: NaN is not equal to itself
+    assert type(ours) is type(theirs)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b"", b"not json", b'{"seq": 1} x', b'{"seq": 1}{"seq": 2}', b"\xff\xfe", b"[" * 100_000],
+)
+def test_the_decoder_refuses_with_value_error(line: bytes) -> None:
+    with pytest.raises(ValueError):
+        codec.decode_line(line)
+
+
+def _general(op: ops.Op, raw: object) -> Outcome:
+    """What the general path of outcome_of makes of ``{"seq": ..., "ok": raw}``."""
+    try:
+        return Ok(codec.result_from_wire(op, raw))
+    except codec.WireError as exc:
+        return Broken(f"malformed response to {op.name}: {exc}")
+
+
+OKS: list[Any] = [
+    None, True, False, 0, 1, -1, 1.0, 2**64, 2**64 - 1, "0", "7", "007", "-1", " 7", "+7",
+    "1_0", "", "18446744073709551615", "18446744073709551616", "\u00b2", "\u0661", "٣٤",
+    [], ["1"], ["1", "2"], ["1", 2], ["1", "x"], [True], ["\u00b2"], ["18446744073709551616"],
+    {"format_version": 1}, [["1"]],
+]  # fmt: skip
+#: One operation of each result kind.
+OPS: list[ops.Op] = [
+    ops.Drop("h"),
+    ops.CacheLen("c"),
+    ops.SessionValid("s", "m", "c", StepInputs()),
+    ops.CacheAllocId("c"),
+    ops.Hash((MixOp("finish"),)),
+    ops.Measure("m", ()),
+]
+
+
+def test_there_is_an_operation_of_each_result_kind() -> None:
+    assert {type(op).result for op in OPS} == set(typing.get_args(ops.ResultKind))
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_judging_the_usual_answer_fast_changes_no_outcome(op: ops.Op) -> None:
+    for raw in OKS:
+        response = {"seq": 9, "ok": raw}
+        expected = _general(op, raw)
+        assert codec.outcome_of(op, response) == expected, raw
+        line = json.dumps(response).encode()
+        quick = codec.quick_outcome(op, line, 9)
+        assert quick is None or quick == expected, raw
+        # Anything but the usual answer to this request is left to the general path.
+        for other in (
+            {"seq": 8, "ok": raw},
+            {"seq": True, "ok": raw},
+            {"seq": 9.0, "ok": raw},
+            {"seq": 9, "ok": raw, "x": 1},
+            {"ok": raw, "seq": 9, "error": {}},
+        ):
+            assert codec.quick_outcome(op, json.dumps(other).encode(), 9) is None
+
+
+def test_a_digit_int_cannot_read_is_a_malformed_answer_not_an_exception() -> None:
+    outcome = codec.outcome_of(ops.Hash((MixOp("finish"),)), {"seq": 1, "ok": ["\u00b2"]})
+    assert isinstance(outcome, Broken) and "malformed response to hash" in outcome.reason
+
+
+# The poll channel -----------------------------------------------------------------------
+
+
+class _Pipes:
+    """A poll channel on two pipes the test writes and reads in place of an adapter."""
+
+    def __init__(self, max_line: int = 64) -> None:
+        stdin_r, stdin_w = os.pipe()
+        stdout_r, stdout_w = os.pipe()
+        self.fds = [stdin_r, stdin_w, stdout_r, stdout_w]
+        self.adapter_in, self.adapter_out = stdin_r, stdout_w
+        fake = SimpleNamespace(
+            stdin=os.fdopen(stdin_w, "wb", buffering=0, closefd=False),
+            stdout=os.fdopen(stdout_r, "rb", buffering=0, closefd=False),
+        )
+        self.channel = _PollChannel(fake, max_line)  # type: ignore[arg-type]
+
+    def write(self, data: bytes) -> None:
+        os.write(self.adapter_out, data)
+
+    def close(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+
+
+@pytest.fixture
+def pipes() -> Any:
+    made = _Pipes()
+    yield made
+    made.close()
+
+
+@POSIX
+def test_lines_come_whole_however_the_chunks_cut_them(pipes: _Pipes) -> None:
+    pipes.write(b'{"a":1}\n{"b"')
+    assert pipes.channel.read_line(5.0) == b'{"a":1}'
+    pipes.write(b":2}\n\n{}\n")
+    assert pipes.channel.read_line(5.0) == b'{"b":2}'
+    assert pipes.channel.read_line(5.0) == b""
+    assert pipes.channel.read_line(5.0) == b"{}"
+    pipes.write(b"answer\n")
+    assert pipes.channel.ask(b"request\n", 5.0) == b"answer"
+    assert os.read(pipes.adapter_in, 100) == b"request\n"
+
+
+@POSIX
+def test_the_lines_before_an_oversized_one_are_answers_then_it_is_a_fault(pipes: _Pipes) -> None:
+    pipes.write(b"one\ntwo\n" + b"x" * 65 + b"\nthree\n")
+    assert pipes.channel.read_line(5.0) == b"one"
+    assert pipes.channel.read_line(5.0) == b"two"
+    for _ in range(2):  # the stream stays broken
+        with pytest.raises(_Fault) as caught:
+            pipes.channel.read_line(5.0)
+        assert caught.value.what == "oversized"
+
+
+@POSIX
+def test_a_line_growing_past_the_limit_over_chunks_is_a_fault(pipes: _Pipes) -> None:
+    pipes.write(b"y" * 40)
+    with pytest.raises(_Fault, match="timeout"):
+        pipes.channel.read_line(0.05)
+    pipes.write(b"y" * 40)
+    with pytest.raises(_Fault) as caught:
+        pipes.channel.read_line(5.0)
+    assert caught.value.what == "oversized" and "without a newline" in caught.value.info
+
+
+@POSIX
+def test_the_end_of_output_comes_after_the_lines_before_it(pipes: _Pipes) -> None:
+    pipes.write(b"last\npartial")
+    os.close(pipes.adapter_out)
+    pipes.fds.remove(pipes.adapter_out)
+    assert pipes.channel.read_line(5.0) == b"last"
+    with pytest.raises(_Fault) as caught:
+        pipes.channel.read_line(5.0)
+    assert caught.value.what == "eof"
+
+
+@POSIX
+def test_ask_times_out_and_then_reads_a_late_answer_as_the_next_line(pipes: _Pipes) -> None:
+    with pytest.raises(_Fault) as caught:
+        pipes.channel.ask(b"q\n", 0.05)
+    assert caught.value.what == "timeout"
+    pipes.write(b"late\n")
+    assert pipes.channel.read_line(5.0) == b"late"
+
+
+# The driver -----------------------------------------------------------------------------
+
+
+def _scripted(body: str) -> list[str]:
+    """An adapter that answers hello as the reference would, then runs ``body``."""
+    script = """
+        import sys
+        from kvconform.adapters.reference import ReferenceAdapter
+        from kvconform.protocol.server import Server
+        server = Server(ReferenceAdapter())
+        def serve():
+            for line in sys.stdin.buffer:
+                sys.stdout.buffer.write(server.handle_line(line))
+                sys.stdout.buffer.flush()
+                if server.finished:
+                    break
+        sys.stdout.buffer.write(server.handle_line(sys.stdin.buffer.readline()))
+        sys.stdout.buffer.flush()
+    """
+    return [sys.executable, "-c", textwrap.dedent(script) + textwrap.dedent(body)]
+
+
+@pytest.mark.covers("PROTO-26")
+@pytest.mark.parametrize(
+    ("answer", "fragment"),
+    [
+        ('b"[" * 200_000', "nested too deeply"),
+        ("""b'{"seq": 1, "ok": ["\\\\u00b2"]}'""", "malformed response to hash"),
+        ("""b'{"seq": 1, "ok": NaN}'""", "malformed response to hash"),
+        ("""b'{"seq": 1, "ok": ["1"]} trailing'""", "not JSON"),
+    ],
+    ids=["deep", "superscript-two", "nan", "trailing"],
+)
+def test_answers_that_broke_the_old_path_or_could_fool_the_fast_one_are_faults(
+    answer: str, fragment: str
+) -> None:
+    argv = _scripted(
+        f"""
+        sys.stdin.buffer.readline()
+        sys.stdout.buffer.write({answer} + b"\\n")
+        sys.stdout.buffer.flush()
+        serve()
+        """
+    )
+    with StdioDriver(argv, timeout=30.0) as driver:
+        outcome = driver.call(ops.Hash((MixOp("finish"),)))
+    assert isinstance(outcome, Broken), outcome
+    assert fragment in outcome.reason, outcome.reason
+
+
+def test_equal_operations_that_encode_differently_are_not_confused() -> None:
+    # 1 == 1.0 == True, and hash(1) == hash(1.0): a cache keyed by equality would send one
+    # operation's bytes for the other. The driver keys by identity.
+    sent: list[bytes] = []
+    as_int = ops.ModelNew("m", ModelSpec("llama", (("layers", 1),)))
+    as_float = ops.ModelNew("m", ModelSpec("llama", (("layers", 1.0),)))
+    assert as_int == as_float and hash(as_int) == hash(as_float)
+    with StdioDriver(
+        SERVE, trace=lambda way, line: sent.append(line) if way == "send" else None
+    ) as d:
+        d.call(as_int)
+        d.call(as_float)
+        d.call(as_int)
+    requests = [json.loads(line) for line in sent if b'"model_new"' in line]
+    assert [r["spec"]["params"]["layers"] for r in requests] == [
+        {"u64": "1"},
+        {"f64": "0x3ff0000000000000"},
+        {"u64": "1"},
+    ]
+
+
+@pytest.mark.parametrize("transport", ["poll", "threads"])
+def test_call_and_run_agree_on_both_transports(transport: str) -> None:
+    program = [ops.Hash((MixOp("u64", 7), MixOp("finish"))), ops.CacheLen("nothing")]
+    with StdioDriver(SERVE, transport=transport) as driver:  # type: ignore[arg-type]
+        calls = [driver.call(op) for op in program]
+        runs = driver.run(program)
+    assert isinstance(calls[0], Ok) and calls[0] == runs[0]
+    assert type(calls[1]) is type(runs[1])
+
+
+# The adapter's process group ------------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@POSIX
+def test_the_adapter_leads_its_own_group_in_the_harness_session() -> None:
+    with StdioDriver(SERVE) as driver:
+        pid = driver.pid
+        assert pid is not None
+        assert os.getpgid(pid) == pid != os.getpgrp()
+        if sys.version_info >= (3, 11):  # before, the adapter gets a session of its own
+            assert os.getsid(pid) == os.getsid(0)
+
+
+@POSIX
+def test_closing_the_driver_stops_what_the_adapter_started() -> None:
+    argv = _scripted(
+        """
+        import subprocess
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        sys.stderr.write(f"grandchild {child.pid}\\n")
+        sys.stderr.flush()
+        serve()
+        """
+    )
+    driver = StdioDriver(argv, timeout=30.0)
+    deadline = time.monotonic() + 30
+    while not any(line.startswith("grandchild") for line in driver.stderr_tail()):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    (line,) = [line for line in driver.stderr_tail() if line.startswith("grandchild")]
+    grandchild = int(line.split()[1])
+    assert _alive(grandchild)
+    driver.close()
+    deadline = time.monotonic() + 10
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(grandchild)
+
+
+@POSIX
+def test_a_ctrl_c_reaches_the_harness_only_which_then_shuts_the_adapter_down() -> None:
+    # Ctrl-C at a terminal is SIGINT to the foreground process group: the harness's.
+    harness = textwrap.dedent(
+        f"""
+        import sys, time
+        from kvconform.protocol.client import StdioDriver
+        driver = StdioDriver({SERVE!r})
+        process = driver._proc.proc
+        print("ready", flush=True)
+        try:
+            time.sleep(60)
+        except KeyboardInterrupt:
+            print("adapter alive after SIGINT:", process.poll() is None, flush=True)
+        driver.close()
+        print("adapter exit status:", process.returncode, flush=True)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", harness],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a group of its own to signal, standing for the terminal's
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "adapter alive after SIGINT: True" in out, out
+    assert "adapter exit status: 0" in out, out
