@@ -289,13 +289,9 @@ class _Compiler:
             elif verb in ops.BY_NAME:
                 self._operation(ops.BY_NAME[verb], args, at, where, iteration)
             else:
-                raise self._fail(
-                    at, f"unknown verb {verb!r} (the verbs are {', '.join(verbs())})"
-                )
+                raise self._fail(at, f"unknown verb {verb!r} (the verbs are {', '.join(verbs())})")
 
-    def _operation(
-        self, spec: ops.OpSpec, args: Any, at: PathKey, where: Where, it: _Iter
-    ) -> None:
+    def _operation(self, spec: ops.OpSpec, args: Any, at: PathKey, where: Where, it: _Iter) -> None:
         """A step for an operation with no verb of its own, read from the operation table.
 
         Its arguments are the operation's fields by name (a new handle is ``as``);
