@@ -33,7 +33,14 @@ def data_root() -> _Path:
     In a wheel they are package data under ``kvconform/data/``; in a checkout
     (including an editable install) they are the repository's top-level folders.
     """
+    return _DATA_ROOT
+
+
+def _find_data_root() -> _Path:
     shipped = _here / "data"
     if (shipped / "conformance").is_dir():
         return shipped
     return _here.parent.parent
+
+
+_DATA_ROOT = _find_data_root()

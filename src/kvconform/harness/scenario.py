@@ -14,11 +14,12 @@ names the file, the line and the element.
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -86,13 +87,18 @@ class Case:
     @cached_property
     def file_name(self) -> str:
         """The file, relative to the suite's folders when it is one of theirs."""
-        path = Path(self.file).resolve()
-        for root in (kvconform.data_root() / "conformance", kvconform.data_root()):
-            try:
-                return path.relative_to(root).as_posix()
-            except ValueError:
-                continue
-        return path.name
+        path = self.file if os.path.isabs(self.file) else str(Path(self.file).resolve())
+        for root in _suite_roots(kvconform.data_root()):
+            if path.startswith(root):
+                return path[len(root) :].replace(os.sep, "/")
+        return Path(path).name
+
+
+@cache
+def _suite_roots(data_root: Path) -> tuple[str, str]:
+    """The folders a case file is named relative to, each ending in a separator."""
+    root = data_root.resolve()
+    return (str(root / "conformance") + os.sep, str(root) + os.sep)
 
 
 #: Format ``scenarios/1`` named these operations otherwise; a file in that format

@@ -198,7 +198,13 @@ def _step_from_wire(raw: Mapping[str, Any], where: str) -> StepInputs:
 
 
 def _geometry_to_wire(g: Geometry) -> dict[str, Any]:
-    return dataclasses.asdict(g)
+    return {
+        "n_layers": g.n_layers,
+        "n_kv_heads": g.n_kv_heads,
+        "head_dim": g.head_dim,
+        "max_seq_len": g.max_seq_len,
+        "dtype": g.dtype,
+    }
 
 
 def _geometry_from_wire(raw: Mapping[str, Any], where: str) -> Geometry:
@@ -234,7 +240,16 @@ def _identity_from_wire(raw: Mapping[str, Any], where: str) -> PlanIdentity:
 
 
 def _payload_to_wire(payload: Payload) -> list[dict[str, int]]:
-    return [dataclasses.asdict(layer) for layer in payload]
+    return [
+        {
+            "n_kv_heads": layer.n_kv_heads,
+            "head_dim": layer.head_dim,
+            "seq_len": layer.seq_len,
+            "k_len": layer.k_len,
+            "v_len": layer.v_len,
+        }
+        for layer in payload
+    ]
 
 
 def _payload_from_wire(raw: object, where: str) -> Payload:
