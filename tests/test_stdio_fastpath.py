@@ -27,7 +27,8 @@ import pytest
 from kvconform.harness import suite
 from kvconform.protocol import codec
 from kvconform.protocol import operations as ops
-from kvconform.protocol.client import StdioDriver, _Fault, _PollChannel
+from kvconform.protocol.channel import PollChannel, StreamFault
+from kvconform.protocol.client import StdioDriver
 from kvconform.values import Broken, MixOp, ModelSpec, Ok, Outcome, StepInputs
 
 SERVE = [sys.executable, "-m", "kvconform.serve"]
@@ -175,7 +176,7 @@ class _Pipes:
             stdin=os.fdopen(stdin_w, "wb", buffering=0, closefd=False),
             stdout=os.fdopen(stdout_r, "rb", buffering=0, closefd=False),
         )
-        self.channel = _PollChannel(fake, max_line)  # type: ignore[arg-type]
+        self.channel = PollChannel(fake, max_line)  # type: ignore[arg-type]
 
     def write(self, data: bytes) -> None:
         os.write(self.adapter_out, data)
@@ -211,7 +212,7 @@ def test_the_lines_before_an_oversized_one_are_answers_then_it_is_a_fault(pipes:
     assert pipes.channel.read_line(5.0) == b"one"
     assert pipes.channel.read_line(5.0) == b"two"
     for _ in range(2):  # the stream stays broken
-        with pytest.raises(_Fault) as caught:
+        with pytest.raises(StreamFault) as caught:
             pipes.channel.read_line(5.0)
         assert caught.value.what == "oversized"
 
@@ -219,10 +220,10 @@ def test_the_lines_before_an_oversized_one_are_answers_then_it_is_a_fault(pipes:
 @POSIX
 def test_a_line_growing_past_the_limit_over_chunks_is_a_fault(pipes: _Pipes) -> None:
     pipes.write(b"y" * 40)
-    with pytest.raises(_Fault, match="timeout"):
+    with pytest.raises(StreamFault, match="timeout"):
         pipes.channel.read_line(0.05)
     pipes.write(b"y" * 40)
-    with pytest.raises(_Fault) as caught:
+    with pytest.raises(StreamFault) as caught:
         pipes.channel.read_line(5.0)
     assert caught.value.what == "oversized" and "without a newline" in caught.value.info
 
@@ -233,14 +234,14 @@ def test_the_end_of_output_comes_after_the_lines_before_it(pipes: _Pipes) -> Non
     os.close(pipes.adapter_out)
     pipes.fds.remove(pipes.adapter_out)
     assert pipes.channel.read_line(5.0) == b"last"
-    with pytest.raises(_Fault) as caught:
+    with pytest.raises(StreamFault) as caught:
         pipes.channel.read_line(5.0)
     assert caught.value.what == "eof"
 
 
 @POSIX
 def test_ask_times_out_and_then_reads_a_late_answer_as_the_next_line(pipes: _Pipes) -> None:
-    with pytest.raises(_Fault) as caught:
+    with pytest.raises(StreamFault) as caught:
         pipes.channel.ask(b"q\n", 0.05)
     assert caught.value.what == "timeout"
     pipes.write(b"late\n")

@@ -5,17 +5,16 @@ each program writes every request plus a closing ``reset`` before reading any
 response (pipelining), and turns each response into an
 :data:`~.values.Outcome`. Nothing the adapter does can make a run hang or
 raise: a crash, a hang (per-response timeout), a line that is not JSON, a
-response with the wrong ``seq`` or a line longer than :data:`MAX_LINE_BYTES`
-gives the program in flight :class:`~.values.Broken` outcomes that say what
+response with the wrong ``seq`` or an overlong line (:mod:`.channel`) gives
+the program in flight :class:`~.values.Broken` outcomes that say what
 happened and quote the adapter's last stderr lines (read all along by a
 thread into a bounded buffer); the process is killed, and started again with
 the handshake replayed for the next program. After
 :data:`MAX_FAILED_RESTARTS` restarts in a row fail, the adapter is not started
 again and the remaining programs fail at once.
 
-On POSIX, requests and responses go through non-blocking pipes and ``poll``
-on the calling thread (writing and reading interleave, so no pipe can fill up
-and deadlock); elsewhere a reader and a writer thread do the same.
+The byte streams themselves (poll or threads, line limits, the stderr tail)
+are :mod:`.channel`.
 
 The round trip is kept lean (bench/roundtrip_bench.py): an operation's request
 bytes are encoded once and given each ``seq`` by splicing; the usual answer,
@@ -28,25 +27,20 @@ The wire form of requests, results and the handshake is :mod:`.codec`.
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import io
 import json
 import os
-import queue
 import select
 import shlex
 import signal
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 import kvconform
-from kvconform.protocol import codec
+from kvconform.protocol import channel, codec
 from kvconform.protocol import operations as ops
 from kvconform.values import (
     AdapterInfo,
@@ -56,13 +50,6 @@ from kvconform.values import (
     Outcome,
 )
 
-#: The longest line the harness accepts from an adapter, newline excluded.
-#: A longer line is a protocol fault ("oversized"), and is never held whole.
-MAX_LINE_BYTES = 16 * 1024 * 1024
-#: How many of the adapter's last stderr lines a failure quotes.
-STDERR_TAIL_LINES = 20
-#: Longest stderr line kept (bytes); the rest of a longer line is dropped.
-STDERR_LINE_BYTES = 2000
 #: Consecutive failed restarts after which the adapter is not started again.
 MAX_FAILED_RESTARTS = 3
 #: The handshake gets at least this long: starting a process can be slow.
@@ -76,327 +63,6 @@ class AdapterStartError(RuntimeError):
 
 
 # The adapter process -------------------------------------------------------------
-
-
-class _Fault(Exception):
-    """The byte stream from the adapter can no longer be trusted.
-
-    ``what`` is one of ``eof``, ``timeout``, ``oversized``, ``garbage``,
-    ``no-seq`` and ``seq``; ``info`` completes the description; ``raw`` is the
-    offending line (clipped), when there is one.
-    """
-
-    def __init__(self, what: str, info: str = "", raw: str = "") -> None:
-        super().__init__(what)
-        self.what = what
-        self.info = info
-        self.raw = raw
-
-
-class _StderrTail:
-    """Reads the adapter's stderr on a thread and keeps only its last lines.
-
-    Memory stays bounded whatever the adapter writes: at most ``keep`` lines of
-    at most :data:`STDERR_LINE_BYTES` bytes each. The pipe is always drained,
-    so an adapter that floods stderr never blocks on it.
-    """
-
-    def __init__(self, stream: IO[bytes], keep: int = 4 * STDERR_TAIL_LINES) -> None:
-        self._fd = stream.fileno()
-        self._lines: collections.deque[bytes] = collections.deque(maxlen=keep)
-        self._partial = bytearray()
-        self._lock = threading.Lock()
-        self.total_bytes = 0
-        self._thread = threading.Thread(target=self._pump, name="kvconform-stderr", daemon=True)
-        self._thread.start()
-
-    def _pump(self) -> None:
-        keep = self._lines.maxlen or 1
-        while True:
-            try:
-                chunk = os.read(self._fd, 1 << 16)
-            except OSError:
-                break
-            if not chunk:
-                break
-            parts = chunk.split(b"\n")
-            with self._lock:
-                self.total_bytes += len(chunk)
-                if len(parts) == 1:
-                    self._extend_partial(parts[0])
-                    continue
-                self._extend_partial(parts[0])
-                self._lines.append(bytes(self._partial))
-                middle = parts[1:-1]
-                self._lines.extend(p[:STDERR_LINE_BYTES] for p in middle[-keep:])
-                self._partial = bytearray()
-                self._extend_partial(parts[-1])
-        with self._lock:
-            if self._partial:
-                self._lines.append(bytes(self._partial))
-                self._partial = bytearray()
-
-    def _extend_partial(self, data: bytes) -> None:
-        room = STDERR_LINE_BYTES - len(self._partial)
-        if room > 0:
-            self._partial += data[:room]
-
-    def join(self, timeout: float) -> None:
-        self._thread.join(timeout)
-
-    def tail(self, n: int = STDERR_TAIL_LINES) -> list[str]:
-        with self._lock:
-            lines = list(self._lines)[-n:]
-            if self._partial:
-                lines = [*lines, bytes(self._partial)][-n:]
-        return [line.decode("utf-8", errors="replace").rstrip("\r") for line in lines]
-
-
-#: Bytes asked for per read of the adapter's stdout (small reads avoid large allocations).
-_READ_SIZE = 1 << 16
-_POLL_IN = getattr(select, "POLLIN", 0) | getattr(select, "POLLPRI", 0)
-_POLL_OUT = getattr(select, "POLLOUT", 0)
-
-
-class _PollChannel:
-    """Line I/O with the adapter on the calling thread: non-blocking pipes and ``poll`` (POSIX).
-
-    Writing and reading are interleaved, so a program larger than the pipe
-    buffers cannot deadlock: while a write would block, responses are read.
-    A line is never held beyond ``max_line`` bytes.
-    """
-
-    def __init__(self, proc: subprocess.Popen[bytes], max_line: int) -> None:
-        assert proc.stdin is not None and proc.stdout is not None
-        self._in = proc.stdin.fileno()
-        self._out = proc.stdout.fileno()
-        os.set_blocking(self._in, False)
-        os.set_blocking(self._out, False)
-        self._max = max_line
-        self._poll = select.poll()
-        self._poll.register(self._out, _POLL_IN)
-        self._writing = False
-        self._pending = memoryview(b"")
-        self._stdin_closed = False
-        #: Lines read ahead of their turn, whole (newline stripped); a _Fault last when the
-        #: stream broke after them (the lines before a fault are still answers).
-        self._ready: collections.deque[bytes | _Fault] = collections.deque()
-        #: The start of a line whose newline has not come yet (at most ``max_line`` bytes).
-        self._buf = bytearray()
-
-    def send(self, data: bytes) -> None:
-        if self._stdin_closed:
-            return
-        if self._pending:
-            self._pending = memoryview(bytes(self._pending) + data)
-            self._flush()
-            return
-        # The usual case: the pipe has room for all of it, and nothing waits for poll.
-        try:
-            written = os.write(self._in, data)
-        except BlockingIOError:
-            written = 0
-        except OSError:  # the adapter closed stdin or died: its stdout will tell
-            self._stdin_closed = True
-            return
-        if written < len(data):
-            self._pending = memoryview(data)[written:]
-            self._flush()
-
-    def ask(self, data: bytes, timeout: float) -> bytes:
-        """:meth:`send` ``data``, then :meth:`read_line`: one request, one response."""
-        if self._pending or self._stdin_closed or self._ready or self._buf:
-            self.send(data)
-            return self.read_line(timeout)
-        # The usual case, on a path of its own: the request fits in the pipe, and the
-        # one event poll can give is stdout's, most often with the whole line awaited.
-        try:
-            written = os.write(self._in, data)
-        except OSError:
-            written = 0
-        if written != len(data):
-            self.send(data[written:])
-            return self.read_line(timeout)
-        deadline = time.monotonic() + timeout
-        if self._poll.poll(timeout * 1000.0):
-            try:
-                chunk = os.read(self._out, _READ_SIZE)
-            except BlockingIOError:
-                pass  # nothing after all
-            except OSError as exc:
-                raise _Fault("eof", str(exc)) from None
-            else:
-                size = len(chunk)
-                if chunk.find(b"\n") == size - 1 and 0 < size <= self._max:
-                    return chunk[:-1]
-                if not size:
-                    raise _Fault("eof")
-                self._take(chunk)
-        return self._read_line(deadline)
-
-    def _flush(self) -> None:
-        while self._pending:
-            try:
-                written = os.write(self._in, self._pending)
-            except BlockingIOError:
-                break
-            except OSError:  # the adapter closed stdin or died: its stdout will tell
-                self._stdin_closed = True
-                self._pending = memoryview(b"")
-                break
-            self._pending = self._pending[written:]
-        want = bool(self._pending)
-        if want != self._writing:
-            if want:
-                self._poll.register(self._in, _POLL_OUT)
-            else:
-                self._poll.unregister(self._in)
-            self._writing = want
-
-    def read_line(self, timeout: float) -> bytes:
-        return self._read_line(time.monotonic() + timeout)
-
-    def _read_line(self, deadline: float) -> bytes:
-        ready = self._ready
-        while True:
-            if ready:
-                line = ready[0]
-                if isinstance(line, _Fault):
-                    raise line  # and it stays: the stream is broken from here on
-                ready.popleft()
-                return line
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise _Fault("timeout")
-            for fd, _ in self._poll.poll(remaining * 1000.0):
-                if fd == self._in:
-                    self._flush()
-                    continue
-                try:
-                    chunk = os.read(self._out, _READ_SIZE)
-                except BlockingIOError:
-                    continue
-                except OSError as exc:
-                    raise _Fault("eof", str(exc)) from None
-                size = len(chunk)
-                if not self._buf and chunk.find(b"\n") == size - 1 and 0 < size <= self._max:
-                    return chunk[:-1]  # the usual case: exactly one whole line
-                if not size:
-                    raise _Fault("eof")
-                self._take(chunk)
-
-    def _take(self, chunk: bytes) -> None:
-        """Queue the whole lines of ``chunk``; keep the start of an unfinished one."""
-        ready, buf, limit = self._ready, self._buf, self._max
-        start = 0
-        if buf:
-            newline = chunk.find(b"\n")
-            if newline < 0:
-                buf += chunk
-                if len(buf) > limit:
-                    ready.append(
-                        _Fault("oversized", f"more than {len(buf)} bytes without a newline")
-                    )
-                return
-            if len(buf) + newline > limit:
-                ready.append(_Fault("oversized", f"{len(buf) + newline} bytes"))
-                return
-            buf += memoryview(chunk)[:newline]
-            ready.append(bytes(buf))
-            buf.clear()
-            start = newline + 1
-        lines = (chunk[start:] if start else chunk).split(b"\n")
-        rest = lines.pop()
-        for line in lines:
-            if len(line) > limit:
-                ready.append(_Fault("oversized", f"{len(line)} bytes"))
-                return
-            ready.append(line)
-        if len(rest) > limit:
-            ready.append(_Fault("oversized", f"more than {len(rest)} bytes without a newline"))
-            return
-        buf += rest
-
-    def close(self) -> None:
-        self._poll = select.poll()
-
-
-_EOF = object()
-
-
-class _ThreadChannel:
-    """Line I/O through a reader thread and a writer thread (for platforms without
-    ``select`` on pipes). Neither pipe can fill up while the harness waits."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], max_line: int) -> None:
-        assert proc.stdin is not None and proc.stdout is not None
-        self._stdin = proc.stdin
-        # The pipe is unbuffered (bufsize=0); read it through a buffer, not byte by byte.
-        self._stdout = io.BufferedReader(proc.stdout, 1 << 16)  # type: ignore[type-var]
-        self._max = max_line
-        self._lines: queue.SimpleQueue[object] = queue.SimpleQueue()
-        self._writes: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
-        self._reader = threading.Thread(target=self._read, name="kvconform-stdout", daemon=True)
-        self._writer = threading.Thread(target=self._write, name="kvconform-stdin", daemon=True)
-        self._reader.start()
-        self._writer.start()
-
-    def _read(self) -> None:
-        reader = self._stdout
-        while True:
-            try:
-                line = reader.readline(self._max + 2)
-            except (OSError, ValueError):
-                break
-            if not line:
-                break
-            if not line.endswith(b"\n"):
-                if len(line) > self._max:
-                    self._lines.put(_Fault("oversized", f"more than {self._max} bytes"))
-                    return
-                break  # end of output in the middle of a line: the line is lost
-            if len(line) - 1 > self._max:
-                self._lines.put(_Fault("oversized", f"{len(line) - 1} bytes"))
-                return
-            self._lines.put(line[:-1])
-        self._lines.put(_EOF)
-
-    def _write(self) -> None:
-        while True:
-            data = self._writes.get()
-            if data is None:
-                return
-            view = memoryview(data)
-            try:
-                while view:
-                    written = self._stdin.write(view)
-                    view = view[written or 0 :]
-                self._stdin.flush()
-            except (OSError, ValueError):
-                return
-
-    def send(self, data: bytes) -> None:
-        self._writes.put(data)
-
-    def ask(self, data: bytes, timeout: float) -> bytes:
-        self.send(data)
-        return self.read_line(timeout)
-
-    def read_line(self, timeout: float) -> bytes:
-        try:
-            item = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            raise _Fault("timeout") from None
-        if item is _EOF:
-            self._lines.put(_EOF)
-            raise _Fault("eof")
-        if isinstance(item, _Fault):
-            raise item
-        assert isinstance(item, bytes)
-        return item
-
-    def close(self) -> None:
-        self._writes.put(None)
 
 
 Transport = Literal["auto", "poll", "threads"]
@@ -449,10 +115,12 @@ class _AdapterProcess:
                 f"cannot start the adapter {shlex.join(self.argv)}: {exc}"
             ) from exc
         assert self.proc.stderr is not None
-        self.stderr = _StderrTail(self.proc.stderr)
+        self.stderr = channel.StderrTail(self.proc.stderr)
         use_poll = transport == "poll" or (transport == "auto" and hasattr(select, "poll"))
-        self.channel: _PollChannel | _ThreadChannel = (
-            _PollChannel(self.proc, max_line) if use_poll else _ThreadChannel(self.proc, max_line)
+        self.channel: channel.PollChannel | channel.ThreadChannel = (
+            channel.PollChannel(self.proc, max_line)
+            if use_poll
+            else channel.ThreadChannel(self.proc, max_line)
         )
         self.next_seq = 0
 
@@ -526,7 +194,7 @@ class StdioDriver:
         timeout: float = 10.0,
         *,
         start_timeout: float | None = None,
-        max_line_bytes: int = MAX_LINE_BYTES,
+        max_line_bytes: int = channel.MAX_LINE_BYTES,
         max_failed_restarts: int = MAX_FAILED_RESTARTS,
         env: Mapping[str, str] | None = None,
         transport: Transport = "auto",
@@ -573,7 +241,7 @@ class StdioDriver:
             self._send(proc, [codec.hello_request()])
             try:
                 response = self._receive(proc, 0, "hello", self.start_timeout)
-            except _Fault as fault:
+            except channel.StreamFault as fault:
                 raise AdapterStartError(
                     f"the adapter {command} did not complete the handshake: "
                     f"{self._explain(proc, fault, 0, 'hello', self.start_timeout, restart=False)}"
@@ -672,7 +340,7 @@ class StdioDriver:
             if outcome is not None:
                 return outcome
             response = self._response(answer, seq)  # all the checks, and their faults
-        except _Fault as fault:
+        except channel.StreamFault as fault:
             self._proc = None
             return Broken(self._explain(proc, fault, seq, op.name, self.timeout), fault.raw)
         return codec.outcome_of(op, response)
@@ -703,7 +371,7 @@ class StdioDriver:
         self._send(proc, [codec.to_wire(message) if isinstance(message, ops.Op) else message])
         try:
             response = self._receive(proc, seq, name, self.timeout)
-        except _Fault as fault:
+        except channel.StreamFault as fault:
             self._proc = None
             return Broken(self._explain(proc, fault, seq, name, self.timeout), fault.raw)
         return judge(response)
@@ -757,13 +425,13 @@ class StdioDriver:
         for index, op in enumerate(program):
             try:
                 outcomes.append(read_outcome(proc, op, first + index, timeout))
-            except _Fault as fault:
+            except channel.StreamFault as fault:
                 reason = self._explain(proc, fault, first + index, op.name, self.timeout)
                 outcomes += [Broken(reason, fault.raw)] * (len(program) - index)
                 return _Exchange(outcomes, reason)
         try:
             response = self._receive(proc, first + len(program), "reset", self.timeout)
-        except _Fault as fault:
+        except channel.StreamFault as fault:
             reset_seq = first + len(program)
             return _Exchange(outcomes, self._explain(proc, fault, reset_seq, "reset", self.timeout))
         if response != {"seq": first + len(program), "ok": None}:
@@ -783,7 +451,7 @@ class StdioDriver:
         proc.channel.send(b"".join(lines))
 
     def _read_outcome(self, proc: _AdapterProcess, op: ops.Op, seq: int, timeout: float) -> Outcome:
-        """The outcome of the response to request ``seq``, or :class:`_Fault`."""
+        """The outcome of the response to request ``seq``, or :class:`channel.StreamFault`."""
         line = proc.channel.read_line(timeout)
         if self.trace is not None:
             self.trace("recv", line)
@@ -791,7 +459,7 @@ class StdioDriver:
         return codec.outcome_of(op, self._response(line, seq)) if outcome is None else outcome
 
     def _receive(self, proc: _AdapterProcess, seq: int, op: str, timeout: float) -> dict[str, Any]:
-        """The response to request ``seq``, or :class:`_Fault` if the stream is unusable."""
+        """The response to request ``seq``, or a :class:`~.channel.StreamFault`."""
         line = proc.channel.read_line(timeout)
         if self.trace is not None:
             self.trace("recv", line)
@@ -799,29 +467,29 @@ class StdioDriver:
 
     @staticmethod
     def _response(line: bytes, seq: int) -> dict[str, Any]:
-        """The response ``line`` to request ``seq``, or :class:`_Fault` if it is not one."""
+        """The response ``line`` to request ``seq``, or a :class:`~.channel.StreamFault`."""
         try:
             response = codec.decode_line(line)
         except ValueError as exc:  # UnicodeDecodeError is a ValueError too
-            raise _Fault("garbage", str(exc), codec.clip(repr(line), 2000)) from None
+            raise channel.StreamFault("garbage", str(exc), codec.clip(repr(line), 2000)) from None
         if type(response) is dict:
             got = response.get("seq")
             if got == seq and type(got) is int:
                 return response  # the usual case
         if not isinstance(response, dict) or "seq" not in response:
-            raise _Fault("no-seq", "", codec.clip(repr(line), 2000))
+            raise channel.StreamFault("no-seq", "", codec.clip(repr(line), 2000))
         got = response["seq"]
         if got is None and set(response) == {"seq", "failure"}:
             # An adapter that could not read a request at all answers it with seq null.
             return response
         if got != seq or isinstance(got, bool):
-            raise _Fault("seq", repr(got), codec.clip(repr(line), 2000))
+            raise channel.StreamFault("seq", repr(got), codec.clip(repr(line), 2000))
         return response
 
     def _explain(
         self,
         proc: _AdapterProcess,
-        fault: _Fault,
+        fault: channel.StreamFault,
         seq: int,
         op: str,
         timeout: float,
@@ -869,7 +537,7 @@ class StdioDriver:
         """The process id of the running adapter (None while none runs)."""
         return None if self._proc is None else self._proc.proc.pid
 
-    def stderr_tail(self, n: int = STDERR_TAIL_LINES) -> list[str]:
+    def stderr_tail(self, n: int = channel.STDERR_TAIL_LINES) -> list[str]:
         """The last ``n`` lines the current adapter process wrote to stderr (none if stopped)."""
         return [] if self._proc is None else self._proc.stderr.tail(n)
 
@@ -888,7 +556,7 @@ class StdioDriver:
             seq = proc.next_seq
             self._send(proc, [{"op": "shutdown"}])
             self._receive(proc, seq, "shutdown", grace)
-        except _Fault:
+        except channel.StreamFault:
             pass
         if proc.proc.stdin is not None:
             with contextlib.suppress(OSError):
