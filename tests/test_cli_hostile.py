@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -218,3 +219,70 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.covers("PROTO-17")
+@pytest.mark.parametrize(
+    "raw, ok",
+    [
+        ("0", True),
+        ("18446744073709551615", True),
+        ("18446744073709551616", False),
+        ("007", False),
+        ("\u00b2", False),  # a digit to str.isdigit, not to int()
+        ("\u0663", False),  # ARABIC-INDIC DIGIT THREE: int() reads it as 3
+        ("9" * 5000, False),  # checked by length before any conversion
+        ("", False),
+        ("+1", False),
+        (" 1", False),
+        (7, False),
+    ],
+)
+def test_a_u64_is_read_exactly_as_the_schema_writes_it(raw: object, ok: bool) -> None:
+    from kvconform.protocol import codec
+    from kvconform.protocol import operations as ops
+
+    op = ops.CacheAllocId("c")
+    outcome = codec.outcome_of(op, {"seq": 1, "ok": raw})
+    assert (type(outcome).__name__ == "Ok") is ok
+    line = json.dumps({"seq": 1, "ok": raw}).encode()
+    quick = codec.quick_outcome(op, line, 1)
+    assert quick is None or quick == outcome
+
+
+def test_a_folder_or_fifo_named_like_a_suite_file_is_never_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    import kvconform
+    from kvconform.harness import manifest, suite
+
+    root = tmp_path / "data"
+    for name in ("conformance", "vectors", "spec"):
+        shutil.copytree(kvconform.data_root() / name, root / name)
+    (root / "conformance/scenarios/hash/folder.yaml").mkdir()
+    os.mkfifo(root / "conformance/scenarios/hash/fifo.yaml")
+    monkeypatch.setattr(kvconform, "data_root", lambda: root)
+    integrity = manifest.check()  # would hang reading the FIFO, or raise on the folder
+    assert not integrity.intact and "fifo.yaml" in integrity.problems()
+    assert all("fifo" not in p.name and "folder" not in p.name for p in suite.scenario_files())
+
+
+def test_an_adapter_that_hangs_on_everything_is_given_up_in_bounded_time(
+    tmp_path: Path,
+) -> None:
+    # Every process hangs on its first cache_len: without a budget, 600 cases at a
+    # timeout each. After three programs in a row time out, the run ends (exit 3) with
+    # the reports so far, marked incomplete; the cases never run are not judged.
+    adapter = f"{sys.executable} {FIXTURES / 'misbehaving_adapter.py'} hang --op cache_len --at 1"
+    started = time.monotonic()
+    status, out, err = run(
+        "run", "--adapter-cmd", adapter, "--timeout", "0.5", "--quiet",
+        "--json", str(tmp_path / "r.json"),
+    )  # fmt: skip
+    assert status == cli.EXIT_ADAPTER, err
+    assert time.monotonic() - started < 60
+    assert "unresponsive" in err and "Traceback" not in err and "NO VERDICT" not in out
+    report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert "not run" in report["incomplete"] and report["summary"]["total"] < 674

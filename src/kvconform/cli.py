@@ -67,6 +67,10 @@ class AdapterStartFailed(Exception):
     """The adapter could not be started: exit status 3."""
 
 
+class Unresponsive(Exception):
+    """The adapter was given up (it timed out program after program): exit status 3."""
+
+
 class Stopped(BaseException):
     """SIGTERM or SIGHUP: stop as SIGINT does (a BaseException, like KeyboardInterrupt)."""
 
@@ -498,6 +502,9 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             else:
                 results.append(run_case(case, driver))
             progress(results[-1])
+            gave_up = getattr(driver, "given_up", None)
+            if gave_up is not None and len(results) < len(cases):
+                raise Unresponsive(gave_up)
     except (KeyboardInterrupt, Stopped, Exception) as exc:
         stopped = exc  # the reports so far are written below, marked incomplete
     finally:
@@ -549,6 +556,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"kvconform: {report['incomplete']}\n")
         if isinstance(stopped, KeyboardInterrupt | Stopped):
             return EXIT_INTERRUPTED
+        if isinstance(stopped, Unresponsive):
+            return EXIT_ADAPTER
         return EXIT_INTERNAL
     if args.write_expectations:
         from kvconform.harness import expectations as expectations_mod
@@ -641,6 +650,8 @@ def _stop_reason(stopped: BaseException, done: int, total: int) -> str:
         return f"interrupted by signal {signal.Signals(stopped.signum).name} {ran}"
     if isinstance(stopped, KeyboardInterrupt):
         return f"interrupted {ran}"
+    if isinstance(stopped, Unresponsive):
+        return f"not run: {stopped} ({total - done} cases left {ran})"
     where = traceback.extract_tb(stopped.__traceback__)[-1]
     return (
         f"internal error {ran}: {type(stopped).__name__}: {stopped} "

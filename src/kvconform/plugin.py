@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
+import kvconform
 from kvconform.adapters import DEFAULT_ADAPTER, AdapterSpecError, load_adapter
-from kvconform.harness import suite
+from kvconform.harness import manifest, suite
 from kvconform.harness.runner import CaseResult, run_case
 from kvconform.harness.scenario import Case
 from kvconform.harness.yamlsource import SourceError
@@ -54,6 +55,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="--kv-adapter-cmd: seconds to wait for each response (default 10)",
     )
     group.addoption(
+        "--kv-allow-modified",
+        action="store_true",
+        default=False,
+        help="with --kv-suite: run even if suite files differ from the shipped manifest",
+    )
+    group.addoption(
         "--kv-suite",
         action="store_true",
         default=False,
@@ -69,9 +76,17 @@ def pytest_configure(config: pytest.Config) -> None:
             "give an in-process adapter or an adapter process, not both"
         )
     timeout = config.getoption("kv_timeout")
-    if timeout <= 0:
-        raise pytest.UsageError(f"--kv-timeout must be a positive number of seconds, got {timeout}")
+    if not 0 < timeout <= 3600:  # also false for nan
+        raise pytest.UsageError(
+            f"--kv-timeout must be a number of seconds above 0 and at most 3600, got {timeout}"
+        )
     if config.getoption("kv_suite"):
+        integrity = manifest.check()
+        if not integrity.intact and not config.getoption("kv_allow_modified"):
+            raise pytest.UsageError(
+                f"the installed suite differs from its manifest ({integrity.problems()}); "
+                "reinstall kvconform, or pass --kv-allow-modified to run it anyway"
+            )
         for directory in (suite.scenarios_dir(), suite.vectors_dir()):
             if str(directory) not in config.args:
                 config.args.append(str(directory))
@@ -188,3 +203,14 @@ class CaseItem(pytest.Item):
     def reportinfo(self) -> tuple[Path, int | None, str]:
         line = self.case.line - 1 if self.case.line else None
         return self.path, line, f"{self.case.kind} {self.case.id}"
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """The suite's version and digest, and a modified suite, at the top of the run."""
+    if not config.getoption("kv_suite"):
+        return []
+    integrity = manifest.check()
+    lines = [f"kvconform suite {kvconform.SUITE_VERSION}, digest {integrity.digest[:16]}"]
+    if not integrity.intact:
+        lines.append(f"kvconform: MODIFIED SUITE (--kv-allow-modified): {integrity.problems()}")
+    return lines

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import stat
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,6 +46,9 @@ def _tracked_files() -> dict[str, Path]:
 
 
 def _sha256(path: Path) -> str:
+    """The file's SHA-256; a folder, FIFO or device in its place is never opened."""
+    if not stat.S_ISREG(path.stat().st_mode):
+        return "not a regular file"
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 

@@ -7,6 +7,7 @@ serves a source checkout and an installed wheel.
 from __future__ import annotations
 
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -73,11 +74,19 @@ def requirements() -> Mapping[str, Requirement]:
 
 
 def scenario_files() -> list[Path]:
-    return sorted(scenarios_dir().rglob("*.yaml"))
+    """The scenario files: regular files only (a folder named ``x.yaml`` or a FIFO is no file)."""
+    return sorted(p for p in scenarios_dir().rglob("*.yaml") if _regular(p))
 
 
 def vector_files() -> list[Path]:
-    return sorted(vectors_dir().glob("*.json"))
+    return sorted(p for p in vectors_dir().glob("*.json") if _regular(p))
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
 
 
 def load_vector_file(path: Path) -> list[Case]:

@@ -197,6 +197,8 @@ def load_json(path: Path) -> Document:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SourceError(str(path), exc.lineno, "", f"not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise SourceError(str(path), None, "", "not valid JSON: nested too deeply") from None
     return Document(str(path), data, {})
 
 

@@ -52,6 +52,9 @@ from kvconform.values import (
 
 #: Consecutive failed restarts after which the adapter is not started again.
 MAX_FAILED_RESTARTS = 3
+#: Programs in a row that time out after which the adapter is given up: an adapter
+#: that hangs on everything would otherwise cost a timeout per program.
+MAX_TIMEOUTS_IN_A_ROW = 3
 #: The handshake gets at least this long: starting a process can be slow.
 MIN_START_TIMEOUT = 10.0
 
@@ -196,6 +199,7 @@ class StdioDriver:
         start_timeout: float | None = None,
         max_line_bytes: int = channel.MAX_LINE_BYTES,
         max_failed_restarts: int = MAX_FAILED_RESTARTS,
+        max_timeouts_in_a_row: int = MAX_TIMEOUTS_IN_A_ROW,
         env: Mapping[str, str] | None = None,
         transport: Transport = "auto",
         trace: Trace | None = None,
@@ -211,6 +215,8 @@ class StdioDriver:
         )
         self.max_line_bytes = max_line_bytes
         self.max_failed_restarts = max_failed_restarts
+        self.max_timeouts_in_a_row = max_timeouts_in_a_row
+        self._timeouts_in_a_row = 0
         self.env = env
         self.transport: Transport = transport
         self.trace = trace
@@ -286,7 +292,14 @@ class StdioDriver:
         exchange = self._exchange(proc, program)
         if exchange.fault is not None:
             self._proc = None
+        else:
+            self._timeouts_in_a_row = 0
         return exchange.outcomes
+
+    @property
+    def given_up(self) -> str | None:
+        """Why the adapter is not started again, once it has been given up; else ``None``."""
+        return self._given_up
 
     def _running(self) -> _AdapterProcess | Broken:
         """The live process, restarted if the last one failed; Broken if there is none."""
@@ -337,13 +350,13 @@ class StdioDriver:
                 answer = proc.channel.read_line(self.timeout)
                 self.trace("recv", answer)
             outcome = codec.quick_outcome(op, answer, seq)
-            if outcome is not None:
-                return outcome
-            response = self._response(answer, seq)  # all the checks, and their faults
+            if outcome is None:
+                response = self._response(answer, seq)  # all the checks, and their faults
         except channel.StreamFault as fault:
             self._proc = None
             return Broken(self._explain(proc, fault, seq, op.name, self.timeout), fault.raw)
-        return codec.outcome_of(op, response)
+        self._timeouts_in_a_row = 0
+        return outcome if outcome is not None else codec.outcome_of(op, response)
 
     def _tail(self, op: ops.Op) -> bytes:
         """The bytes of ``op``'s request after its ``seq``: encoded once while it is sent."""
@@ -498,6 +511,13 @@ class StdioDriver:
     ) -> str:
         """Kill the process and say what happened, quoting the end of its stderr."""
         waiting = f"the response to request {seq} ({op})"
+        if fault.what == "timeout":
+            self._timeouts_in_a_row += 1
+            if self._timeouts_in_a_row >= self.max_timeouts_in_a_row and restart:
+                self._given_up = (
+                    f"the adapter is unresponsive: {self._timeouts_in_a_row} programs in a row "
+                    f"timed out ({timeout:g} s each); it is not started again"
+                )
         if fault.what == "eof":
             proc.wait_exit(1.0)
             status = proc.exit_text()

@@ -57,15 +57,35 @@ def u64_to_wire(value: int) -> str:
     return str(value)
 
 
+_U64_LIMIT = 1 << 64
+
+
+def u64_of(text: object) -> int | None:
+    """The value of a u64 as PROTO-17 and ``common.schema.json#/$defs/u64`` write it.
+
+    ASCII decimal digits, no sign, no leading zero, at most 20 digits, at most
+    2^64 - 1; anything else (``"²"``, Arabic-Indic digits, ``"007"``, 5,000
+    digits) is ``None``. The length is checked before any conversion.
+    """
+    if (
+        type(text) is not str
+        or not 0 < len(text) <= 20
+        or not text.isascii()
+        or not text.isdigit()
+        or (text[0] == "0" and len(text) > 1)
+    ):
+        return None
+    number = int(text)
+    return number if number < _U64_LIMIT else None
+
+
 def u64_from_wire(value: object, where: str) -> int:
-    if not isinstance(value, str) or not value.isdigit():
-        raise WireError(f"{where}: expected a decimal string, got {value!r}")
-    try:
-        number = int(value)
-    except ValueError:  # a digit int() cannot read, such as "²"
-        raise WireError(f"{where}: expected a decimal string, got {value!r}") from None
-    if number >= 1 << 64:
-        raise WireError(f"{where}: {value} does not fit in 64 bits")
+    number = u64_of(value)
+    if number is None:
+        raise WireError(
+            f"{where}: expected an unsigned 64-bit integer as decimal digits "
+            f"(0 to 18446744073709551615, no leading zero), got {clip(repr(value))}"
+        )
     return number
 
 
@@ -512,7 +532,6 @@ def result_from_wire(op: Op, raw: object) -> object:
 _OK_NONE = Ok(None)
 _OK_TRUE = Ok(True)
 _OK_FALSE = Ok(False)
-_U64_LIMIT = 1 << 64
 
 
 def _fast_null(raw: object) -> Outcome | None:
@@ -528,29 +547,17 @@ def _fast_bool(raw: object) -> Outcome | None:
 
 
 def _fast_u64(raw: object) -> Outcome | None:
-    if type(raw) is str and raw.isdigit() and raw.isascii():
-        number = int(raw)
-        if number < _U64_LIMIT:
-            return Ok(number)
-    return None
+    number = u64_of(raw)
+    return None if number is None else Ok(number)
 
 
 def _fast_u64_list(raw: object) -> Outcome | None:
     if type(raw) is not list:
         return None
-    if len(raw) == 1:  # the usual hash program: one finish
-        item = raw[0]
-        if type(item) is str and item.isdigit() and item.isascii():
-            number = int(item)
-            if number < _U64_LIMIT:
-                return Ok((number,))
-        return None
     values = []
     for item in raw:
-        if type(item) is not str or not item.isdigit() or not item.isascii():
-            return None
-        number = int(item)
-        if number >= _U64_LIMIT:
+        number = u64_of(item)
+        if number is None:
             return None
         values.append(number)
     return Ok(tuple(values))
