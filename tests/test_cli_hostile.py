@@ -187,9 +187,13 @@ def test_a_signal_stops_the_adapter_group_and_leaves_reports_marked_interrupted(
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(4)  # loaded, started, hanging
-    children = _children(proc.pid)
-    assert children, "the adapter is running"
+    deadline = time.monotonic() + 60
+    children: list[int] = []
+    while not children and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+        children = _children(proc.pid)
+    assert children, f"the adapter is running ({proc.poll()=})"
+    time.sleep(1)  # past the handshake, into the hang
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == cli.EXIT_INTERRUPTED, err
