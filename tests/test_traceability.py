@@ -103,3 +103,17 @@ def test_the_readme_counts_scenarios_by_basis_as_they_are() -> None:
     scenarios = [c for c in suite.all_cases() if c.kind == "scenario"]
     on_seed = sum(1 for c in scenarios if not c.basis)
     assert tuple(map(int, found.groups())) == (len(scenarios), on_seed, len(scenarios) - on_seed)
+
+
+def test_the_readme_publishes_this_suite_versions_digest() -> None:
+    import kvconform
+    from kvconform.harness import manifest
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    row = re.search(
+        rf"^\| {re.escape(kvconform.SUITE_VERSION)} \| `([0-9a-f]{{64}})` \|$", text, re.M
+    )
+    assert row, f"README: no published digest for suite {kvconform.SUITE_VERSION}"
+    assert row.group(1) == manifest.check().digest, (
+        "the suite's files changed: publish the new digest (kvconform --version) in the README"
+    )

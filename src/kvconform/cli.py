@@ -84,12 +84,28 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
+class _Version(argparse.Action):
+    """``--version``: the package and suite versions, and the digest of the suite's files."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
+        integrity = manifest.check()
+        state = "as shipped" if integrity.intact else f"MODIFIED: {integrity.problems()}"
+        sys.stdout.write(
+            f"kvconform {kvconform.__version__} (suite {kvconform.SUITE_VERSION}, "
+            f"digest {integrity.digest}, {state})\n"
+        )
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kvconform", description="kvconform conformance suite")
     parser.add_argument(
         "--version",
-        action="version",
-        version=f"kvconform {kvconform.__version__} (suite {kvconform.SUITE_VERSION})",
+        action=_Version,
+        help="print the versions and the suite digest (to compare with the README's list)",
     )
     commands = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
     commands.required = True
