@@ -45,22 +45,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from protocol_bench import ECHO, TINY_HASH  # the same echo and program, side by side
+
 from kvconform.protocol import codec
 from kvconform.protocol import operations as ops
 from kvconform.protocol.client import AdapterStartError, StdioDriver
-from kvconform.values import Geometry, MixOp, Ok
+from kvconform.values import Geometry, Ok
 
-#: The raw line echo of protocol_bench.py.
-ECHO = [
-    sys.executable,
-    "-c",
-    "import sys\n"
-    "r, w = sys.stdin.buffer, sys.stdout.buffer\n"
-    "for line in r:\n"
-    "    w.write(line)\n"
-    "    w.flush()\n",
-]
-TINY_HASH = ops.Hash((MixOp("u64", 7), MixOp("finish")))
 GEOMETRY = Geometry(n_layers=2, n_kv_heads=2, head_dim=4, max_seq_len=16)
 
 
