@@ -290,3 +290,41 @@ def test_an_adapter_that_hangs_on_everything_is_given_up_in_bounded_time(
     assert "unresponsive" in err and "Traceback" not in err and "NO VERDICT" not in out
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert "not run" in report["incomplete"] and report["summary"]["total"] < 674
+
+
+def test_compare_on_a_hostile_json_file_is_one_line(tmp_path: Path) -> None:
+    for name, text in (
+        ("deep.json", "[" * 200_000 + "]" * 200_000),
+        ("garbage.json", "\x00\xff not json"),
+        ("wrong.json", '{"format": "kvconform-report/1"}'),
+    ):
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8", errors="surrogateescape")
+        status, _, err = run("compare", "-o", str(tmp_path / "c.html"), str(path))
+        assert status == cli.EXIT_USAGE and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_write_expectations_into_an_unwritable_folder_is_refused_before_the_run(
+    tmp_path: Path,
+) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as a user who can write anywhere")
+        status, out, err = run("run", "--write-expectations", str(locked / "k.yaml"))
+        assert status == cli.EXIT_USAGE and "not writable" in err and out == ""
+    finally:
+        locked.chmod(0o700)
+
+
+@pytest.mark.parametrize("timeout", ["nan", "inf", "-1", "1e308"])
+def test_the_plugin_refuses_a_bad_timeout(tmp_path: Path, timeout: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "kvconform", "--kv-suite", "-q",
+         "-p", "no:cacheprovider", "--kv-timeout", timeout],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 4 and "--kv-timeout" in done.stderr, done.stderr[-500:]
+    assert "Traceback" not in done.stderr

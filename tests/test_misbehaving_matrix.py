@@ -1,0 +1,88 @@
+"""Every way an adapter can misbehave, through the whole command (issue 11; spec/security.md).
+
+One row per mode of tests/fixtures/misbehaving_adapter.py, each run as a user
+would run it (``kvconform run --adapter-cmd ... --report-dir``) in a process of
+its own: the run ends with the documented status and one clear line at most, no
+traceback, every report written and well formed, nothing raw from the adapter
+on the console, and the misbehaviour named in the failure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from kvconform import cli
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "misbehaving_adapter.py"
+RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+FAILED, START = cli.EXIT_FAILED, cli.EXIT_ADAPTER
+#: Given up after it started: the same status as not starting, with the reports so far.
+GIVEN_UP = -cli.EXIT_ADAPTER
+
+#: mode, extra fixture arguments, expected status, what the console must say.
+MATRIX = [
+    ("crash", ["--once", "{marker}"], FAILED, "exited"),
+    ("hang", ["--once", "{marker}"], FAILED, "timed out|no response|waited"),
+    ("garbage", [], FAILED, "not JSON"),
+    ("wrong-seq", [], FAILED, "seq"),
+    ("swap", [], FAILED, "seq"),
+    ("null-seq", [], FAILED, "could not decode"),
+    ("bad-body", [], FAILED, "malformed"),
+    ("big-line", ["--size", str(17 * 1024 * 1024)], FAILED, "longer|oversized|bytes"),
+    ("flood", ["--size", "2000000"], 0, ""),
+    ("deep", [], FAILED, "malformed|nest|not JSON"),
+    ("not-utf8", [], FAILED, "not JSON|UTF-8|utf-8"),
+    ("hostile-text", [], FAILED, "pwned"),
+    ("wide-u64", ["--op", "cache_alloc_id"], FAILED, "unsigned 64-bit"),
+    ("wide-u64", ["--op", "cache_alloc_id", "--size", "1"], FAILED, "unsigned 64-bit"),
+    ("wide-u64", ["--op", "cache_alloc_id", "--size", "2"], FAILED, "unsigned 64-bit"),
+    ("nan", [], FAILED, "malformed|NaN|expected null"),
+    ("hostile-hello", [], 0, ""),
+    ("hello-exit", [], START, "could not start"),
+    ("hello-refuse", [], START, "could not start"),
+    ("restart-dies", ["--once", "{marker}"], GIVEN_UP, "not started again"),
+]
+
+
+@pytest.mark.parametrize(
+    "mode, extra, status, said", MATRIX, ids=[f"{m[0]}-{i}" for i, m in enumerate(MATRIX)]
+)
+def test_a_misbehaving_adapter_through_the_whole_command(
+    tmp_path: Path, mode: str, extra: list[str], status: int, said: str
+) -> None:
+    arguments = [a.replace("{marker}", str(tmp_path / "marker")) for a in extra]
+    adapter = " ".join([sys.executable, str(FIXTURE), mode, *arguments])
+    reports = tmp_path / "reports"
+    done = subprocess.run(
+        [sys.executable, "-m", "kvconform", "run", "--adapter-cmd", adapter, "--area", "identity",
+         "--timeout", "2", "--quiet", "--report-dir", str(reports)],
+        capture_output=True, timeout=300, check=False,
+    )  # fmt: skip
+    out, err = done.stdout.decode("utf-8"), done.stderr.decode("utf-8")
+    assert done.returncode == abs(status), (done.returncode, err[-2000:], out[-2000:])
+    assert "Traceback" not in out + err
+    assert not RAW_CONTROL.search(out + err), RAW_CONTROL.search(out + err)
+    if said:
+        assert re.search(said, out + err, re.IGNORECASE), (said, out[-3000:], err[-1000:])
+    if status == START:  # one line, then the adapter's last stderr lines, quoted
+        first, *quoted = err.strip().splitlines()
+        assert first.startswith("kvconform: the adapter could not start")
+        assert all(line.startswith(("  |", "last ")) for line in quoted), err
+        return
+    report = json.loads((reports / "report.json").read_text(encoding="ascii"))
+    assert report["summary"]["total"] > 0
+    ET.parse(reports / "report.xml")
+    summary = (reports / "summary.md").read_text(encoding="utf-8")
+    assert summary.splitlines()[0].startswith("## kvconform ")
+    assert ("NOT conformant" in summary.splitlines()[0]) is (status != 0)
+    if status == GIVEN_UP:
+        assert "not run" in report["incomplete"]
+    assert "<!--" not in summary and not RAW_CONTROL.search(summary)
+    assert "<!--" not in (reports / "report.html").read_text(encoding="utf-8")
