@@ -289,7 +289,11 @@ def test_an_adapter_that_hangs_on_everything_is_given_up_in_bounded_time(
     assert time.monotonic() - started < 60
     assert "unresponsive" in err and "Traceback" not in err and "NO VERDICT" not in out
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
-    assert "not run" in report["incomplete"] and report["summary"]["total"] < 674
+    assert "not run" in report["incomplete"] and report["summary"]["total"] == 674
+    left = [r for r in report["results"] if r["verdict"] == "not_run"]
+    assert left and report["summary"]["not_run"] == len(left)
+    assert all("unresponsive" in r["reason"] for r in left)
+    assert report["results"][-1]["verdict"] == "not_run" and "not run" in out
 
 
 def test_compare_on_a_hostile_json_file_is_one_line(tmp_path: Path) -> None:
@@ -328,3 +332,28 @@ def test_the_plugin_refuses_a_bad_timeout(tmp_path: Path, timeout: str) -> None:
     )  # fmt: skip
     assert done.returncode == 4 and "--kv-timeout" in done.stderr, done.stderr[-500:]
     assert "Traceback" not in done.stderr
+
+
+def test_the_plugin_checks_the_manifest_of_the_suite_it_collects(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(
+        "from kvconform.harness import manifest\n"
+        "class Altered:\n"
+        "    intact = False\n"
+        "    digest = '0' * 64\n"
+        "    def problems(self):\n"
+        "        return 'altered: scenarios/hash/fold.yaml'\n"
+        "manifest.check = lambda: Altered()\n",
+        encoding="utf-8",
+    )
+    command = [sys.executable, "-m", "pytest", "-p", "kvconform", "--kv-suite", "-q",
+               "-p", "no:cacheprovider"]  # fmt: skip
+    refused = subprocess.run(
+        command, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert refused.returncode == 4 and "differs from its manifest" in refused.stderr
+    allowed = subprocess.run(
+        [*command, "--kv-allow-modified", "-v", "-x"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert allowed.returncode == 0, allowed.stdout[-1000:]
+    assert "MODIFIED SUITE" in allowed.stdout

@@ -13,7 +13,7 @@ Exit statuses (spec/security.md): 0 conformant for the declared classes (or,
 with an expectations file, no unexpected failure and no stale entry); 1 failures;
 2 a usage or suite error (a bad argument, an unwritable output, a malformed or
 modified suite file); 3 the adapter could not start, or stopped answering (the
-cases it never ran are reported "not run"); 4 an internal error of kvconform
+cases it never ran are listed "not run"); 4 an internal error of kvconform
 (a bug: the reports so far are written, marked incomplete); 130 interrupted
 (SIGINT, SIGTERM or SIGHUP: the adapter's process group is stopped and the
 reports so far are written, marked interrupted).
@@ -520,6 +520,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             progress(results[-1])
             gave_up = getattr(driver, "given_up", None)
             if gave_up is not None and len(results) < len(cases):
+                results += [
+                    CaseResult(left, "not_run", reason=f"not run: {gave_up}")
+                    for left in cases[len(results) :]
+                ]
                 raise Unresponsive(gave_up)
     except (KeyboardInterrupt, Stopped, Exception) as exc:
         stopped = exc  # the reports so far are written below, marked incomplete
@@ -667,7 +671,7 @@ def _stop_reason(stopped: BaseException, done: int, total: int) -> str:
     if isinstance(stopped, KeyboardInterrupt):
         return f"interrupted {ran}"
     if isinstance(stopped, Unresponsive):
-        return f"not run: {stopped} ({total - done} cases left {ran})"
+        return f"{stopped}; the cases after it are not run"
     where = traceback.extract_tb(stopped.__traceback__)[-1]
     return (
         f"internal error {ran}: {type(stopped).__name__}: {stopped} "
@@ -768,8 +772,12 @@ def _print_summary(
         out.write("".join(f"\n{note}" for note in notes) + "\n")
     out.write(
         f"\n{s['passed']} passed, {s['failed']} failed{split}, {s['not_applicable']} not "
-        f"applicable of {s['total']} in {report['seconds']:.1f} s: {verdict}\n"
+        f"applicable{_not_run(s)} of {s['total']} in {report['seconds']:.1f} s: {verdict}\n"
     )
+
+
+def _not_run(summary: dict[str, Any]) -> str:
+    return f", {summary['not_run']} not run" if summary.get("not_run") else ""
 
 
 def cmd_list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

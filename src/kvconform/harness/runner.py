@@ -17,7 +17,8 @@ from kvconform.harness.scenario import Case
 from kvconform.protocol.driver import Driver
 from kvconform.values import AdapterInfo, Broken
 
-Verdict = Literal["passed", "failed", "not_applicable"]
+#: ``not_run``: the run ended before the case (its adapter was given up); no verdict.
+Verdict = Literal["passed", "failed", "not_applicable", "not_run"]
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,8 @@ def render_run(report: Mapping[str, Any]) -> str:
         f"<h1>{escape(title)}</h1>",
         *(f'<p class="caveat"><strong>{escape(c)}</strong></p>' for c in caveats(report)),
         f'<p class="meta">{s["passed"]} passed, {s["failed"]} failed{escape(_split(s))}, '
-        f"{s['not_applicable']} not applicable of {s['total']} cases in "
+        f"{s['not_applicable']} not applicable"
+        f"{f', {n} not run' if (n := s.get('not_run')) else ''} of {s['total']} cases in "
         f"{report['seconds']:.1f} s. Language {escape(a['language'])}; classes "
         f"{escape(', '.join(a['classes']))}; format writes {a['format']['writes']}, reads "
         f"{escape(str(a['format']['reads']))}. Suite digest "

@@ -22,7 +22,7 @@ def render(report: Mapping[str, Any]) -> str:
         name=_x(f"kvconform {report['suite']['version']} against {report['adapter']['name']}"),
         tests=str(summary["total"]),
         failures=str(summary["failed"]),
-        skipped=str(summary["not_applicable"]),
+        skipped=str(summary["not_applicable"] + summary.get("not_run", 0)),
         time=f"{report['seconds']:.3f}",
     )
     from kvconform.reports.record import caveats
@@ -37,7 +37,7 @@ def render(report: Mapping[str, Any]) -> str:
             name=_x(area),
             tests=str(len(results)),
             failures=str(sum(r["verdict"] == "failed" for r in results)),
-            skipped=str(sum(r["verdict"] == "not_applicable" for r in results)),
+            skipped=str(sum(r["verdict"] in ("not_applicable", "not_run") for r in results)),
             time=f"{sum(r.get('seconds', 0.0) for r in results):.6f}",
         )
         if notes:
@@ -69,6 +69,8 @@ def render(report: Mapping[str, Any]) -> str:
                     type="seed" if basis == "seed" else "decision",
                 )
                 node.text = _x(failure["text"])
+            elif r["verdict"] == "not_run":
+                ET.SubElement(case, "skipped", message=_x(r.get("reason", "not run")))
             elif r["verdict"] == "not_applicable":
                 ET.SubElement(case, "skipped", message=_x(r.get("reason", "not applicable")))
     ET.indent(root)

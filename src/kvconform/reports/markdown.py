@@ -43,8 +43,9 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
         f"is {verdict}"
         " for its declared classes",
         "",
-        f"{s['passed']} passed, {s['failed']} failed, {s['not_applicable']} not applicable "
-        f"of {s['total']} cases in {report['seconds']:.1f} s. "
+        f"{s['passed']} passed, {s['failed']} failed, {s['not_applicable']} not applicable"
+        + (f", {s['not_run']} not run" if s.get("not_run") else "")
+        + f" of {s['total']} cases in {report['seconds']:.1f} s. "
         f"Classes declared: {_list(a['classes']) or 'none'}. "
         + _declared(a)
         + f"Failed on the seeds' semantics: {s.get('failed_by_basis', {}).get('seed', 0)}; "

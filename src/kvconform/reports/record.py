@@ -16,7 +16,7 @@ from kvconform.reports.files import write_atomic
 from kvconform.values import OPTIONS, AdapterInfo
 
 REPORT_FORMAT = "kvconform-report/1"
-VERDICTS = ("passed", "failed", "not_applicable")
+VERDICTS = ("passed", "failed", "not_applicable", "not_run")
 
 
 def build(
@@ -70,7 +70,7 @@ def _result(result: CaseResult) -> dict[str, Any]:
         "seconds": round(result.seconds, 6),
         "file": case.file_name,
     }
-    if result.verdict == "not_applicable":
+    if result.verdict in ("not_applicable", "not_run"):
         out["reason"] = result.reason
     if result.failures:
         first = result.failures[0]
@@ -138,7 +138,7 @@ def requirement_verdicts(results: Sequence[CaseResult]) -> dict[str, dict[str, A
             verdict = "failed"
         elif passed:
             verdict = "passed"
-        elif cases:
+        elif cases and any(r.verdict == "not_applicable" for r in cases):
             verdict = "not_applicable"
         else:
             verdict = "not_run"
