@@ -1,3 +1,3 @@
-from kvconform.cli import main
+from kvconform.cli import console
 
-raise SystemExit(main())
+console()
