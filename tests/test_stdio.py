@@ -190,7 +190,13 @@ def test_the_server_keeps_stdout_for_the_protocol_when_an_adapter_prints() -> No
     cases = [c for c in suite.all_cases() if c.area == "vectors/encoding"]
     with StdioDriver([*SERVE, "--adapter", "noisy_adapter:Noisy"], env=env) as driver:
         results = run_cases(cases, driver)
-        tail = driver.stderr_tail()
+        # stderr is read by a thread of its own, at its own pace: wait for it to catch up
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            tail = driver.stderr_tail()
+            if any("file descriptor 1" in line for line in tail):
+                break
+            time.sleep(0.05)
     assert {r.verdict for r in results} == {"passed"}
     assert "debug: a write to file descriptor 1" in tail
     assert any(line.startswith("debug: hashing") for line in tail)
