@@ -263,27 +263,27 @@ class _Steps:
     # identity
 
     def _ModelNew(self, n: int, op: ops.ModelNew, value: object, fault: Fault | None) -> None:
-        self.step("model_new", {"as": op.handle, **_model(op.spec)})
+        self.step(op.name, {"as": op.handle, **_model(op.spec)})
 
     def _ModelReload(self, n: int, op: ops.ModelReload, value: object, fault: Fault | None) -> None:
-        self.step("model_reload", {"model": op.model, "as": op.handle})
+        self.step(op.name, {"model": op.model, "as": op.handle})
 
     def _ModelSetHook(
         self, n: int, op: ops.ModelSetHook, value: object, fault: Fault | None
     ) -> None:
-        self.step("model_set_hook", {"model": op.model, "hook": op.hook, "present": op.present})
+        self.step(op.name, {"model": op.model, "hook": op.hook, "present": op.present})
 
     def _ModelInstanceId(
         self, n: int, op: ops.ModelInstanceId, value: object, fault: Fault | None
     ) -> None:
         name = f"instance_{n}"
-        self.step("model_instance_id", {"model": op.model, "as": name})
+        self.step(op.name, {"model": op.model, "as": name})
         self._read("instance", name, value)
 
     def _CacheNew(self, n: int, op: ops.CacheNew, value: object, fault: Fault | None) -> None:
         g = op.geometry
         self.step(
-            "cache_new",
+            op.name,
             {
                 "as": op.handle,
                 "n_layers": g.n_layers,
@@ -298,15 +298,15 @@ class _Steps:
         args: dict[str, Any] = {"cache": op.cache, "tokens": op.tokens}
         if fault is not None:
             args["expect_error"] = _error(fault)
-        self.step("cache_append", args)
+        self.step(op.name, args)
 
     def _CacheTruncate(
         self, n: int, op: ops.CacheTruncate, value: object, fault: Fault | None
     ) -> None:
-        self.step("cache_truncate", {"cache": op.cache, "to": op.length})
+        self.step(op.name, {"cache": op.cache, "to": op.length})
 
     def _CacheClear(self, n: int, op: ops.CacheClear, value: object, fault: Fault | None) -> None:
-        self.step("cache_clear", {"cache": op.cache})
+        self.step(op.name, {"cache": op.cache})
 
     def _CacheReplaceLayer(
         self, n: int, op: ops.CacheReplaceLayer, value: object, fault: Fault | None
@@ -317,26 +317,26 @@ class _Steps:
                 args[name] = getattr(op, name)
         if fault is not None:
             args["expect_error"] = _error(fault)
-        self.step("cache_replace_layer", args)
+        self.step(op.name, args)
 
     def _CacheAllocId(
         self, n: int, op: ops.CacheAllocId, value: object, fault: Fault | None
     ) -> None:
         name = f"alloc_{n}"
-        self.step("cache_alloc_id", {"cache": op.cache, "as": name})
+        self.step(op.name, {"cache": op.cache, "as": name})
         self._read("alloc", name, value)
 
     def _CacheLen(self, n: int, op: ops.CacheLen, value: object, fault: Fault | None) -> None:
-        self.step("cache_len", {"cache": op.cache, "expect": value})
+        self.step(op.name, {"cache": op.cache, "expect": value})
 
     def _Drop(self, n: int, op: ops.Drop, value: object, fault: Fault | None) -> None:
-        self.step("drop", op.handle)
+        self.step(op.name, op.handle)
 
     # plan
 
     def _SessionNew(self, n: int, op: ops.SessionNew, value: object, fault: Fault | None) -> None:
         self.step(
-            "session_new",
+            op.name,
             {"as": op.handle, "model": op.model, "cache": op.cache, "step_tokens": op.step_tokens},
         )
 
@@ -351,7 +351,7 @@ class _Steps:
             "mask": list(s.mask),
         }
         self.step(
-            "session_valid",
+            op.name,
             {
                 "session": op.session,
                 "model": op.model,
@@ -365,7 +365,7 @@ class _Steps:
         i, g = op.identity, op.identity.geometry
         name = f"key_{n}"
         self.step(
-            "plan_key",
+            op.name,
             {
                 "as": name,
                 **_model(i.model),
@@ -386,7 +386,8 @@ class _Steps:
     def _Hash(self, n: int, op: ops.Hash, value: object, fault: Fault | None) -> None:
         assert isinstance(value, tuple)
         self.step(
-            "hash", {"ops": [_mix(m) for m in op.program], "expect": [f"0x{v:016x}" for v in value]}
+            op.name,
+            {"ops": [_mix(m) for m in op.program], "expect": [f"0x{v:016x}" for v in value]},
         )
 
     # signature and verify
@@ -411,7 +412,7 @@ class _Steps:
             "expected": self._signature(op.expected),
         }
         args.update(self._result(value, fault))
-        self.step("verify", args)
+        self.step(op.name, args)
 
     def _result(self, value: object, fault: Fault | None) -> dict[str, Any]:
         if fault is not None:
