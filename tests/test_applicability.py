@@ -30,8 +30,12 @@ class Declaring(ReferenceAdapter):
 
 
 def test_the_classes_and_their_dependencies_are_the_specified_ones() -> None:
-    assert CLASSES == ("hash", "identity", "plan", "signature", "verify")
-    assert dict(CLASS_REQUIRES) == {"plan": ("identity",), "verify": ("signature",)}
+    assert CLASSES == ("hash", "identity", "plan", "signature", "verify", "plan_validity")
+    assert dict(CLASS_REQUIRES) == {
+        "plan": ("identity",),
+        "verify": ("signature",),
+        "plan_validity": ("plan",),
+    }
 
 
 def test_a_hash_only_implementation_is_judged_on_hash_cases_alone() -> None:

@@ -28,6 +28,7 @@ from kvconform.protocol.server import Server
 from kvconform.values import (
     Geometry,
     LayerDesc,
+    Layout,
     MixOp,
     ModelSpec,
     PlanIdentity,
@@ -53,6 +54,9 @@ FIELD_SCHEMA: dict[str, dict[str, Any]] = {
     "payload": {"$ref": COMMON + "payload"},
     "signature": {"$ref": COMMON + "signature"},
     "signature_or_null": {"oneOf": [{"$ref": COMMON + "signature"}, {"type": "null"}]},
+    "layout_or_null": {"$ref": COMMON + "layout"},
+    "str_or_null": {"oneOf": [{"type": "string"}, {"type": "null"}]},
+    "str_list": {"type": "array", "items": {"type": "string"}},
 }
 RESULT_SCHEMA: dict[str, dict[str, Any]] = {
     "null": {"type": "null"},
@@ -61,6 +65,7 @@ RESULT_SCHEMA: dict[str, dict[str, Any]] = {
     "count": {"$ref": COMMON + "count"},
     "bool": {"type": "boolean"},
     "signature": {"$ref": COMMON + "signature"},
+    "validity": {"$ref": COMMON + "validity"},
 }
 NAMES = [spec.name for spec in ops.TABLE]
 
@@ -86,8 +91,8 @@ def test_the_schema_file_of_each_operation_follows_the_table(name: str) -> None:
     fields = [f.name for f in spec.fields]
     assert list(request["properties"]) == ["seq", "op", *fields]
     assert request["properties"]["op"] == {"const": name}
-    # to_wire sends every field, so the schema requires every field
-    assert request["required"] == ["seq", "op", *fields]
+    # to_wire sends every field but one added after protocol 1 at its default (PROTO-31)
+    assert request["required"] == ["seq", "op", *(f.name for f in spec.fields if not f.added)]
     assert request["additionalProperties"] is False
     for field in spec.fields:
         assert request["properties"][field.name] == FIELD_SCHEMA[field.kind], field.name
@@ -108,10 +113,14 @@ def test_the_python_adapter_interface_follows_the_table(name: str) -> None:
         adapter_interface.HashAdapter,
         adapter_interface.KeyAdapter,
         adapter_interface.VerifyAdapter,
+        adapter_interface.PlanValidityAdapter,
     )
     (owner,) = [p for p in protocols if name in vars(p)]
-    parameters = list(inspect.signature(getattr(owner, spec.method)).parameters)
-    assert parameters == ["self", *(f.name for f in spec.arguments)]
+    signature = inspect.signature(getattr(owner, spec.method))
+    parameters = list(signature.parameters)
+    assert parameters == ["self", *(f.name for f in spec.arguments), *(f.name for f in spec.added)]
+    for f in spec.added:  # passed as a keyword, only when present (PROTO-31)
+        assert signature.parameters[f.name].kind is inspect.Parameter.KEYWORD_ONLY
     reference = inspect.signature(getattr(ReferenceAdapter, spec.method))
     assert len(reference.parameters) == len(parameters)
 
@@ -185,6 +194,9 @@ def test_every_operation_survives_the_wire(name: str) -> None:
         "payload": (LayerDesc(2, 4, 3, 24, 24),),
         "signature": Signature(1, "m", 1, 2, 4, "f32", 3),
         "signature_or_null": None,
+        "layout_or_null": Layout(4, None),
+        "str_or_null": None,
+        "str_list": ("kv-f32", "kv-q8"),
     }
     spec = ops.BY_NAME[name]
     op = spec.cls(**{f.name: samples[f.kind] for f in spec.fields})

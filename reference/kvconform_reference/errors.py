@@ -9,6 +9,8 @@ Two families:
 - :class:`SignatureError` -- why a stored block's payload or stamp was refused
   (SIG and VERIFY groups).
 - :class:`CacheError` -- why a KV-cache operation was refused (ALLOC group).
+- :class:`RebindRefusal` -- why a held plan could not be rebound to another
+  allocation (PLAN-21, class ``plan_validity``).
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from __future__ import annotations
 from dataclasses import FrozenInstanceError, dataclass
 from typing import Any, ClassVar
 
-#: A value an error carries: an integer, a string, or a short list of integers.
-Value = int | str | tuple[int, ...]
+#: A value an error carries: an integer, a string, a short list of integers, or
+#: ``None`` for an absent sliding window (PROF-10).
+Value = int | str | tuple[int, ...] | None
 
 
 @dataclass(unsafe_hash=True)
@@ -69,7 +72,13 @@ class CacheError(KvError):
     """Why a KV-cache operation was refused; the cache is left unchanged."""
 
 
+class RebindRefusal(KvError):
+    """Why a plan was not rebound; the plan is left exactly as it was (PLAN-22)."""
+
+
 def _show(value: Value) -> str:
+    if value is None:  # an absent window, never shown as 0 (PROF-10)
+        return "none (full causal)"
     if isinstance(value, tuple):
         return "x".join(str(part) for part in value)
     return str(value)
@@ -306,7 +315,171 @@ class LayerShapeMismatch(CacheError):
         )
 
 
-#: Every error kind the specification defines (ERR-8), by name.
+@dataclass(unsafe_hash=True)
+class BadLayout(SignatureError):
+    """A layout that is not one: zero block, zero window, or a misaligned window (PROF-7)."""
+
+    kind: ClassVar[str] = "bad_layout"
+    field: str
+    block_size: int
+    sliding_window: int | None
+    remainder: int | None = None
+
+    def values(self) -> dict[str, Value]:
+        found: dict[str, Value] = {
+            "block_size": self.block_size,
+            "sliding_window": self.sliding_window,
+        }
+        if self.remainder is not None:
+            found["remainder"] = self.remainder
+        return found
+
+    @property
+    def field_name(self) -> str:
+        return self.field
+
+    def message(self) -> str:
+        window = _show(self.sliding_window)
+        if self.remainder is not None:
+            return (
+                f"layout is unusable: block_size {self.block_size} does not divide "
+                f"sliding_window {window} (remainder {self.remainder})"
+            )
+        return (
+            f"layout is unusable: {self.field} must be positive "
+            f"(block_size {self.block_size}, sliding_window {window})"
+        )
+
+
+@dataclass(unsafe_hash=True)
+class SplitKvHeadWidth(SignatureError):
+    """A layer whose V heads are narrower or wider than its K heads (PROF-11)."""
+
+    kind: ClassVar[str] = "split_kv_head_width"
+    layer_index: int
+    head_dim: int
+    v_head_dim: int
+
+    def values(self) -> dict[str, Value]:
+        return {"head_dim": self.head_dim, "v_head_dim": self.v_head_dim}
+
+    @property
+    def layer(self) -> int:
+        return self.layer_index
+
+    def message(self) -> str:
+        return (
+            f"layer {self.layer_index} has v_head_dim {self.v_head_dim} but head_dim "
+            f"{self.head_dim}; one head_dim cannot describe it"
+        )
+
+
+@dataclass(unsafe_hash=True)
+class BlockSizeMismatch(SignatureError):
+    """The payload is not exactly one block of the layout's size (PROF-8, PROF-9)."""
+
+    kind: ClassVar[str] = "block_size_mismatch"
+    block_size: int
+    tokens: int
+
+    def values(self) -> dict[str, Value]:
+        return {"block_size": self.block_size, "tokens": self.tokens}
+
+    def message(self) -> str:
+        return (
+            f"block_size is {self.block_size} but the payload holds {self.tokens} tokens; "
+            "a stored block is exactly one whole block"
+        )
+
+
+@dataclass(unsafe_hash=True)
+class ResidencyUnknown(RebindRefusal):
+    """The incoming or the baked residency is unknown (PLAN-21)."""
+
+    kind: ClassVar[str] = "residency_unknown"
+
+    def message(self) -> str:
+        return "residency is unknown; a plan is rebound only to storage known to be where it was"
+
+
+@dataclass(unsafe_hash=True)
+class ResidencyDiffers(RebindRefusal):
+    """The incoming storage lives elsewhere than the baked storage (PLAN-21)."""
+
+    kind: ClassVar[str] = "residency_differs"
+    baked: str
+    incoming: str
+
+    def values(self) -> dict[str, Value]:
+        return {"baked": self.baked, "incoming": self.incoming}
+
+    def message(self) -> str:
+        return f"residency differs: the plan baked {self.baked}, the cache is on {self.incoming}"
+
+
+@dataclass(unsafe_hash=True)
+class MissingSlot(RebindRefusal):
+    """The incoming cache has no storage for a slot the plan baked (PLAN-21)."""
+
+    kind: ClassVar[str] = "missing_slot"
+    layer_index: int
+    which: str
+
+    def values(self) -> dict[str, Value]:
+        return {"which": self.which}
+
+    @property
+    def layer(self) -> int:
+        return self.layer_index
+
+    def message(self) -> str:
+        return f"the cache has no {self.which} slot for layer {self.layer_index}"
+
+
+@dataclass(unsafe_hash=True)
+class UnbakedSlot(RebindRefusal):
+    """The plan holds no storage for one of its slots (PLAN-21)."""
+
+    kind: ClassVar[str] = "unbaked_slot"
+    layer_index: int
+    which: str
+
+    def values(self) -> dict[str, Value]:
+        return {"which": self.which}
+
+    @property
+    def layer(self) -> int:
+        return self.layer_index
+
+    def message(self) -> str:
+        return f"the plan never baked the {self.which} slot of layer {self.layer_index}"
+
+
+@dataclass(unsafe_hash=True)
+class StorageDiffers(RebindRefusal):
+    """A slot's incoming storage is not interchangeable with the baked one (PLAN-21)."""
+
+    kind: ClassVar[str] = "storage_differs"
+    layer_index: int
+    which: str
+    baked: str
+    incoming: str
+
+    def values(self) -> dict[str, Value]:
+        return {"which": self.which, "baked": self.baked, "incoming": self.incoming}
+
+    @property
+    def layer(self) -> int:
+        return self.layer_index
+
+    def message(self) -> str:
+        return (
+            f"layer {self.layer_index} {self.which} storage differs: the plan baked "
+            f"{self.baked}, the cache holds {self.incoming}"
+        )
+
+
+#: Every error kind the specification defines (ERR-8, ERR-10, ERR-11), by name.
 ERROR_KINDS: dict[str, type[KvError]] = {
     cls.kind: cls
     for cls in (
@@ -321,5 +494,13 @@ ERROR_KINDS: dict[str, type[KvError]] = {
         CapacityExceeded,
         LayerOutOfRange,
         LayerShapeMismatch,
+        BadLayout,
+        SplitKvHeadWidth,
+        BlockSizeMismatch,
+        ResidencyUnknown,
+        ResidencyDiffers,
+        MissingSlot,
+        UnbakedSlot,
+        StorageDiffers,
     )
 }

@@ -68,11 +68,28 @@ class KvLayer:
 class KvCache:
     """Per-layer K/V storage, a current length, and an allocation id."""
 
-    def __init__(self, geometry: CacheGeometry) -> None:
+    def __init__(
+        self,
+        geometry: CacheGeometry,
+        *,
+        residency: str | None = "host",
+        layer_storage: tuple[str, ...] | None = None,
+    ) -> None:
         self.geometry = geometry
         self._layers = [KvLayer.allocate(geometry) for _ in range(geometry.n_layers)]
         self._length = 0
         self._alloc_id = KvAllocId.mint()  # ALLOC-2
+        #: Where the storage lives; ``None`` when unknown (PLAN-21).
+        self.residency = residency
+        if layer_storage is None:
+            layer_storage = ("host-f32",) * geometry.n_layers
+        if len(layer_storage) != geometry.n_layers:
+            raise ValueError("one storage label per layer")
+        #: Per layer, what its K and V storage is (element type, encoding, backend,
+        #: byte extent), as one label: equal labels are interchangeable (PLAN-21).
+        #: Replacing a layer or clearing keeps the labels: the new storage is of the
+        #: same kind and lives in the same place.
+        self.layer_storage = layer_storage
 
     @property
     def alloc_id(self) -> KvAllocId:

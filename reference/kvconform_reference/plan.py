@@ -23,8 +23,15 @@ list is preceded by its count, so the encoding is injective (PLAN-16).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
+from kvconform_reference.errors import (
+    MissingSlot,
+    ResidencyDiffers,
+    ResidencyUnknown,
+    StorageDiffers,
+)
 from kvconform_reference.hasher import KeyHasher
 from kvconform_reference.kv_cache import CacheGeometry, KvCache
 from kvconform_reference.model import Model, Param
@@ -54,8 +61,12 @@ class PlanIdentity:
             step_tokens=step_tokens,
         )
 
-    def key(self) -> int:
-        """The validity key: FNV-1a 64 over the canonical encoding (PLAN-15, PLAN-3)."""
+    def key(self, *, with_alloc: bool = True) -> int:
+        """The validity key: FNV-1a 64 over the canonical encoding (PLAN-15, PLAN-3).
+
+        ``with_alloc=False`` leaves the allocation id out: the *structure* a plan
+        is judged ``stale`` or not on (PLAN-19).
+        """
         h = KeyHasher().mix_str("kvconform.plan").mix_str(self.family)
         h.mix_u64(len(self.params))
         for name in sorted(self.params):
@@ -64,7 +75,8 @@ class PlanIdentity:
         for name in sorted(self.hooks):
             h.mix_str(name).mix_present(self.hooks[name])
         h.mix_instance(self.instance)
-        h.mix_str("alloc").mix_u64(self.alloc)
+        if with_alloc:
+            h.mix_str("alloc").mix_u64(self.alloc)
         g = self.geometry
         h.mix_u64(g.n_layers).mix_u64(g.n_kv_heads).mix_u64(g.head_dim)
         h.mix_u64(g.max_seq_len).mix_str(g.dtype)
@@ -100,10 +112,15 @@ class StepInputs:
     mask: tuple[int, ...] = ()
 
 
+#: A plan's outcome for a model, a cache and a step (PLAN-19).
+Validity = Literal["valid", "allocation_changed", "stale"]
+
+
 class DecodePlan:
     """A plan built and optimized for one model, one KV allocation and one step width.
 
-    It holds only its key: it does not keep the model or the cache alive, so a
+    It holds its identity (plain numbers and strings), the residency and the
+    per-layer storage it baked, never the model or the cache themselves, so a
     plan can outlive both (PLAN-14).
     """
 
@@ -111,13 +128,52 @@ class DecodePlan:
         if step_tokens < 1:
             raise ValueError("a step has at least one token")
         self.step_tokens = step_tokens
-        self.key = PlanIdentity.of(model, cache, step_tokens).key()  # PLAN-1
+        self._identity = PlanIdentity.of(model, cache, step_tokens)
+        self.key = self._identity.key()  # PLAN-1
+        self._structure = self._identity.key(with_alloc=False)
+        #: What the plan baked about the storage (PLAN-21): where it lives, and per
+        #: layer the storage of the K slot and of the V slot.
+        self._residency = cache.residency
+        self._slots = tuple((label, label) for label in cache.layer_storage)
 
     def is_valid_for(self, model: Model, cache: KvCache, step: StepInputs) -> bool:
-        """Whether this plan may run ``step`` for ``model`` over ``cache`` (PLAN-4).
+        """Whether this plan may run ``step`` for ``model`` over ``cache`` (PLAN-4, PLAN-20).
 
         Only the number of tokens in the step is consulted, never their values,
         the RoPE tables, the mask or the write offset (PLAN-6); the cache's
         current length is not consulted either (PLAN-7). No side effects (PLAN-13).
         """
         return PlanIdentity.of(model, cache, len(step.token_ids)).key() == self.key
+
+    def validity_for(self, model: Model, cache: KvCache, step: StepInputs) -> Validity:
+        """One of three outcomes (PLAN-19): only the allocation moved, or more."""
+        current = PlanIdentity.of(model, cache, len(step.token_ids))
+        if current.key(with_alloc=False) != self._structure:
+            return "stale"
+        return "valid" if current.key() == self.key else "allocation_changed"
+
+    def rebind(self, cache: KvCache) -> None:
+        """Adopt ``cache``'s allocation without rebuilding, or refuse and change nothing.
+
+        The checks run in the order of PLAN-21; only when all pass is anything
+        changed (PLAN-22), and then the plan is valid for ``cache`` and no longer
+        for its previous allocation (PLAN-23). Structure is not touched, so a plan
+        stale for ``cache`` stays stale (PLAN-24).
+        """
+        if cache.residency is None or self._residency is None:
+            raise ResidencyUnknown()
+        if cache.residency != self._residency:
+            raise ResidencyDiffers(baked=self._residency, incoming=cache.residency)
+        incoming = cache.layer_storage
+        for layer, baked_slots in enumerate(self._slots):
+            for which, baked in zip(("k", "v"), baked_slots, strict=True):
+                if layer >= len(incoming):
+                    raise MissingSlot(layer_index=layer, which=which)
+                if incoming[layer] != baked:
+                    raise StorageDiffers(
+                        layer_index=layer, which=which, baked=baked, incoming=incoming[layer]
+                    )
+        # Every slot passed: commit all at once (PLAN-22, PLAN-23).
+        self._identity = replace(self._identity, alloc=cache.alloc_id.value)
+        self.key = self._identity.key()
+        self._slots = tuple((label, label) for label in incoming[: len(self._slots)])

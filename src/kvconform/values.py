@@ -12,14 +12,20 @@ from dataclasses import field as _field
 from typing import Literal, TypeAlias
 
 #: The conformance classes (CONF-1).
-CLASSES = ("hash", "identity", "plan", "signature", "verify")
-#: Classes that a class depends on (CONF-1).
-CLASS_REQUIRES: Mapping[str, tuple[str, ...]] = {"plan": ("identity",), "verify": ("signature",)}
+CLASSES = ("hash", "identity", "plan", "signature", "verify", "plan_validity")
+#: Classes that a class depends on (CONF-1, CONF-10).
+CLASS_REQUIRES: Mapping[str, tuple[str, ...]] = {
+    "plan": ("identity",),
+    "verify": ("signature",),
+    "plan_validity": ("plan",),
+}
+#: The block format versions this specification defines (PROF-2, PROF-5).
+FORMAT_VERSIONS = (1, 2)
 
 #: A structural parameter value: u64, binary64 float or string.
 Param: TypeAlias = int | float | str
 #: A value carried by an error (ERR-4).
-ErrorValue: TypeAlias = int | str | tuple[int, ...]
+ErrorValue: TypeAlias = int | str | tuple[int, ...] | None
 
 MixKind = Literal["bytes", "str", "u64", "f64", "present", "instance", "finish"]
 
@@ -99,9 +105,19 @@ class LayerDesc:
     seq_len: int
     k_len: int
     v_len: int
+    #: The width of the layer's V heads; ``None`` when it equals ``head_dim`` (PROF-11).
+    v_head_dim: int | None = None
 
 
 Payload: TypeAlias = tuple[LayerDesc, ...]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The layout a profile-v2 block was cut under (PROF-5): ``None`` window = full causal."""
+
+    block_size: int
+    sliding_window: int | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +131,12 @@ class Signature:
     head_dim: int
     dtype: str
     tokens: int
+    #: The block's layout: present exactly for a version-2 signature (PROF-5).
+    layout: Layout | None = None
+
+
+#: A plan's validity under the class ``plan_validity`` (PLAN-19).
+VALIDITY_OUTCOMES = ("valid", "allocation_changed", "stale")
 
 
 @dataclass(frozen=True)
@@ -168,6 +190,8 @@ OPTIONS: Mapping[str, OptionSpec] = {
         OptionSpec("hook_toggle", ("keeps_instance", "remints_instance"), "keeps_instance", "ID-9"),
         OptionSpec("plan_key_cache_heads", ("keyed", "implied"), "keyed", "PLAN-15"),
         OptionSpec("plan_key_params", ("named", "fixed"), "named", "PLAN-17"),
+        OptionSpec("profile_v2_revision", ("split_width", "layout_only"), "split_width", "PROF-11"),
+        OptionSpec("plan_key_window", ("keyed", "structure"), "keyed", "PLAN-25"),
     )
 }
 
@@ -196,6 +220,12 @@ DECISIONS: Mapping[str, tuple[str, ...]] = {
     "width-overflow": ("SIG-15",),
     "unrepresentable-stamp": ("VERIFY-9", "ERR-9"),
     "profiles-declared": ("PROF-3",),
+    "profile-v2": ("PROF-5", "PROF-6", "PROF-7", "PROF-8", "PROF-9", "PROF-10", "VERIFY-10"),
+    "v2-revision": ("PROF-11",),
+    "rolling-reader": ("PROF-12",),
+    "key-window": ("PLAN-25",),
+    "plan-validity-outcomes": ("PLAN-19", "PLAN-20"),
+    "guarded-rebind": ("PLAN-21", "PLAN-22", "PLAN-23", "PLAN-24"),
 }
 
 #: Requirements a generated counterexample may bear on that state an option's
@@ -211,6 +241,8 @@ OPTION_DECISIONS: Mapping[str, str] = {
     "PLAN-17": "key-params",
     "SIG-14": "dtype-vocabulary",
     "SIG-15": "width-overflow",
+    "PROF-11": "v2-revision",
+    "PLAN-25": "key-window",
 }
 
 
@@ -283,6 +315,17 @@ class AdapterInfo:
                 found.append(
                     f"options.{name}: {_shown(value)} is not one of {', '.join(spec.values)}"
                 )
+        if self.format_writes is not None and self.format_writes not in FORMAT_VERSIONS:
+            found.append(
+                f"format.writes: {self.format_writes!r} is not a defined version (1 or 2, PROF-1)"
+            )
+        undefined = sorted(v for v in self.format_reads if v not in FORMAT_VERSIONS)
+        if undefined:
+            found.append(f"format.reads: {undefined[0]!r} is not a defined version (1 or 2)")
+        if self.format_writes is not None and self.format_writes not in self.format_reads:
+            found.append(
+                f"format.reads: must contain the version written, {self.format_writes} (PROF-12)"
+            )
         if self.uint_bits not in (32, 64):
             found.append(f"capabilities.uint_bits: {self.uint_bits!r} is not 32 or 64")
         if self.dtypes is not None and "f32" not in self.dtypes:

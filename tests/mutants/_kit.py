@@ -210,6 +210,9 @@ def probe_identity(identity: values.PlanIdentity) -> plan.PlanIdentity:
 class PlanAdapter(ReferenceAdapter):
     """The reference with its plan key computed by :meth:`key`."""
 
+    #: Its plans are its own, with a boolean validity only.
+    classes = ReferenceAdapter.classes - {"plan_validity"}
+
     composition: Composition = REFERENCE_COMPOSITION
 
     def key(

@@ -59,6 +59,14 @@ class CountedModel(model.Model):
 class BlockCache:
     """Every layer's K and V in one block; a length; an allocation id."""
 
+    #: Where the storage lives and what each layer's storage is (PLAN-21); this
+    #: variant claims no rebind, but a plan bakes both when it is built.
+    residency: str | None = "host"
+
+    @property
+    def layer_storage(self) -> tuple[str, ...]:
+        return ("host-f32",) * self.geometry.n_layers
+
     def __init__(self, geometry: kv_cache.CacheGeometry) -> None:
         self.geometry = geometry
         self._block = self._allocate(geometry.max_seq_len)
@@ -134,6 +142,9 @@ class BlockCache:
     "5e9 and stepping by 3; faults built directly with other wording",
 )
 class BlockStorage(ReferenceAdapter):
+    #: Its plans are its own, with a boolean validity only (CONF-10).
+    classes = ReferenceAdapter.classes - {"plan_validity"}
+
     def describe(self) -> AdapterInfo:
         return replace(super().describe(), name="variant-block-storage")
 

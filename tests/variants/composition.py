@@ -72,6 +72,9 @@ class BackToFrontPlan:
     "before names, marker last), as PLAN-3 allows",
 )
 class BackToFrontComposition(ReferenceAdapter):
+    #: Its plans are its own, with a boolean validity only (CONF-10).
+    classes = ReferenceAdapter.classes - {"plan_validity"}
+
     def describe(self) -> AdapterInfo:
         return replace(super().describe(), name="variant-back-to-front")
 

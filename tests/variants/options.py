@@ -222,6 +222,9 @@ class _ImpliedPlan(plan.DecodePlan):
     "cache-heads-implied", "plan key without n_kv_heads/head_dim (plan_key_cache_heads: implied)"
 )
 class CacheHeadsImplied(ReferenceAdapter):
+    #: Its plans are its own, with a boolean validity only (CONF-10).
+    classes = ReferenceAdapter.classes - {"plan_validity"}
+
     def describe(self) -> AdapterInfo:
         return _declaring(super().describe(), "cache-heads-implied", plan_key_cache_heads="implied")
 

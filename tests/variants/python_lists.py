@@ -55,6 +55,14 @@ class ListModel(model.Model):
 class ListCache:
     """Per layer, a list of K rows and a list of V rows; a length; an allocation id."""
 
+    #: Where the storage lives and what each layer's storage is (PLAN-21); this
+    #: variant claims no rebind, but a plan bakes both when it is built.
+    residency: str | None = "host"
+
+    @property
+    def layer_storage(self) -> tuple[str, ...]:
+        return ("host-f32",) * self.geometry.n_layers
+
     def __init__(self, geometry: kv_cache.CacheGeometry) -> None:
         self.geometry = geometry
         self._k: list[list[list[float]]] = [[] for _ in range(geometry.n_layers)]
@@ -256,6 +264,9 @@ def list_layers(payload: Payload) -> list[ListLayer]:
     "verifying written independently of reference/; its own id counters and wording",
 )
 class PythonLists(ReferenceAdapter):
+    #: Its plans are its own, with a boolean validity only (CONF-10).
+    classes = ReferenceAdapter.classes - {"plan_validity"}
+
     def describe(self) -> AdapterInfo:
         return replace(super().describe(), name="variant-python-lists")
 

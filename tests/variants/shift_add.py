@@ -144,6 +144,9 @@ class FnvSession:
     "and adds; struct-packed integers; plan keys on that hasher",
 )
 class ShiftAddFnv(ReferenceAdapter):
+    #: Its plans are its own, with a boolean validity only (CONF-10).
+    classes = ReferenceAdapter.classes - {"plan_validity"}
+
     def describe(self) -> AdapterInfo:
         return replace(super().describe(), name="variant-shift-add")
 

@@ -111,6 +111,9 @@ class TupleSession:
     "key hashes that tuple with a generic, count-prefixed walk",
 )
 class TupleSessions(ReferenceAdapter):
+    #: Its plans are its own, with a boolean validity only (CONF-10).
+    classes = ReferenceAdapter.classes - {"plan_validity"}
+
     def describe(self) -> AdapterInfo:
         return replace(super().describe(), name="variant-tuple-sessions")
 

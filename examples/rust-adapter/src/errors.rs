@@ -3,6 +3,10 @@
 //! The typed error is the answer; its message is rendered from it (ERR-7) and
 //! is worded independently of the reference's. Every message names its field
 //! and contains every scalar value (ERR-6).
+//!
+//! Profile v2 adds `bad_layout`, `split_kv_head_width` and
+//! `block_size_mismatch`, and class `plan_validity` the refusals of a guarded
+//! rebind (contract "Profile v2 measuring" and "Operations", `session_rebind`).
 
 use crate::json::Json;
 
@@ -22,6 +26,12 @@ pub enum Field {
     SeqLen,
     TokenCount,
     MaxSeqLen,
+    /// Profile v2: the layout's block size (a signature field).
+    BlockSize,
+    /// Profile v2: the layout's sliding window (a signature field).
+    SlidingWindow,
+    /// Profile v2, revision `split_width`: a layer's position claim.
+    Positions,
 }
 
 impl Field {
@@ -40,6 +50,9 @@ impl Field {
             Field::SeqLen => "seq_len",
             Field::TokenCount => "token_count",
             Field::MaxSeqLen => "max_seq_len",
+            Field::BlockSize => "block_size",
+            Field::SlidingWindow => "sliding_window",
+            Field::Positions => "positions",
         }
     }
 }
@@ -53,6 +66,8 @@ pub enum Val {
     Text(String),
     /// A layer's `[n_kv_heads, head_dim]`.
     Shape(u128, u128),
+    /// A sliding window, `None` for none (full causal attention): JSON null.
+    Window(Option<u64>),
 }
 
 impl Val {
@@ -61,6 +76,7 @@ impl Val {
             Val::Int(n) => int(*n),
             Val::Text(s) => Json::Str(s.clone()),
             Val::Shape(h, d) => Json::Arr(vec![int(*h), int(*d)]),
+            Val::Window(w) => window_json(*w),
         }
     }
 
@@ -70,6 +86,37 @@ impl Val {
             Val::Int(n) => n.to_string(),
             Val::Text(s) => format!("\"{s}\""),
             Val::Shape(h, d) => format!("{h} kv heads of width {d}"),
+            Val::Window(w) => show_window(*w),
+        }
+    }
+}
+
+/// A window on the wire: its width, or null for none.
+fn window_json(w: Option<u64>) -> Json {
+    w.map_or(Json::Null, Json::from)
+}
+
+/// A window in a message. No window is rendered unlike any number (contract
+/// "Profile v2 verify", step 5; PROF-10).
+fn show_window(w: Option<u64>) -> String {
+    match w {
+        Some(w) => w.to_string(),
+        None => "none (full causal)".to_string(),
+    }
+}
+
+/// One of a layer's two KV slots (contract, `session_rebind` step 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    K,
+    V,
+}
+
+impl Slot {
+    pub fn name(self) -> &'static str {
+        match self {
+            Slot::K => "k",
+            Slot::V => "v",
         }
     }
 }
@@ -120,6 +167,44 @@ pub enum KvError {
         expected: u64,
         found: u64,
     },
+    /// Profile v2 measuring, step 1: `field` is `BlockSize` or `SlidingWindow`;
+    /// `remainder` only for a window that is not a multiple of the block.
+    BadLayout {
+        field: Field,
+        block_size: u64,
+        sliding_window: Option<u64>,
+        remainder: Option<u64>,
+    },
+    /// Profile v2 measuring, step 3 (revision `split_width` only).
+    SplitKvHeadWidth {
+        layer: u64,
+        head_dim: u64,
+        v_head_dim: u64,
+    },
+    /// Profile v2 measuring, step 4: not one whole block.
+    BlockSizeMismatch {
+        block_size: u64,
+        tokens: u64,
+    },
+    /// `session_rebind` step 1.
+    ResidencyUnknown,
+    /// `session_rebind` step 2.
+    ResidencyDiffers {
+        baked: String,
+        incoming: String,
+    },
+    /// `session_rebind` step 3: the incoming cache has no such layer.
+    MissingSlot {
+        layer: u64,
+        which: Slot,
+    },
+    /// `session_rebind` step 3: the storage is not interchangeable.
+    StorageDiffers {
+        layer: u64,
+        which: Slot,
+        baked: String,
+        incoming: String,
+    },
 }
 
 impl KvError {
@@ -135,6 +220,13 @@ impl KvError {
             KvError::CapacityExceeded { .. } => "capacity_exceeded",
             KvError::LayerOutOfRange { .. } => "layer_out_of_range",
             KvError::LayerShapeMismatch { .. } => "layer_shape_mismatch",
+            KvError::BadLayout { .. } => "bad_layout",
+            KvError::SplitKvHeadWidth { .. } => "split_kv_head_width",
+            KvError::BlockSizeMismatch { .. } => "block_size_mismatch",
+            KvError::ResidencyUnknown => "residency_unknown",
+            KvError::ResidencyDiffers { .. } => "residency_differs",
+            KvError::MissingSlot { .. } => "missing_slot",
+            KvError::StorageDiffers { .. } => "storage_differs",
         }
     }
 
@@ -142,7 +234,14 @@ impl KvError {
     pub fn field(&self) -> Option<Field> {
         match self {
             KvError::Unmarked | KvError::EmptyPayload | KvError::DegenerateLayer { .. } => None,
-            KvError::LayerOutOfRange { .. } => None,
+            KvError::LayerOutOfRange { .. }
+            | KvError::SplitKvHeadWidth { .. }
+            | KvError::BlockSizeMismatch { .. }
+            | KvError::ResidencyUnknown
+            | KvError::ResidencyDiffers { .. }
+            | KvError::MissingSlot { .. }
+            | KvError::StorageDiffers { .. } => None,
+            KvError::BadLayout { field, .. } => Some(*field),
             KvError::UnsupportedFormat { .. } => Some(Field::FormatVersion),
             KvError::CapacityExceeded { .. } => Some(Field::MaxSeqLen),
             KvError::RaggedPayload { field, .. }
@@ -158,7 +257,10 @@ impl KvError {
             KvError::DegenerateLayer { .. } => Some(0),
             KvError::RaggedPayload { layer, .. }
             | KvError::LayerOutOfRange { layer, .. }
-            | KvError::LayerShapeMismatch { layer, .. } => Some(*layer),
+            | KvError::LayerShapeMismatch { layer, .. }
+            | KvError::SplitKvHeadWidth { layer, .. }
+            | KvError::MissingSlot { layer, .. }
+            | KvError::StorageDiffers { layer, .. } => Some(*layer),
             _ => None,
         }
     }
@@ -166,7 +268,7 @@ impl KvError {
     /// The values, per the table of ERR-2, in the forms of ERR-4.
     pub fn values(&self) -> Vec<(&'static str, Json)> {
         match self {
-            KvError::Unmarked | KvError::EmptyPayload => vec![],
+            KvError::Unmarked | KvError::EmptyPayload | KvError::ResidencyUnknown => vec![],
             KvError::UnsupportedFormat { found, readable } => {
                 let mut sorted = readable.clone();
                 sorted.sort_unstable();
@@ -222,6 +324,48 @@ impl KvError {
                     ("found", Json::from(*found)),
                 ]
             }
+            KvError::BadLayout {
+                block_size,
+                sliding_window,
+                remainder,
+                ..
+            } => {
+                let mut values = vec![
+                    ("block_size", Json::from(*block_size)),
+                    ("sliding_window", window_json(*sliding_window)),
+                ];
+                if let Some(r) = remainder {
+                    values.push(("remainder", Json::from(*r)));
+                }
+                values
+            }
+            KvError::SplitKvHeadWidth {
+                head_dim,
+                v_head_dim,
+                ..
+            } => vec![
+                ("head_dim", Json::from(*head_dim)),
+                ("v_head_dim", Json::from(*v_head_dim)),
+            ],
+            KvError::BlockSizeMismatch { block_size, tokens } => vec![
+                ("block_size", Json::from(*block_size)),
+                ("tokens", Json::from(*tokens)),
+            ],
+            KvError::ResidencyDiffers { baked, incoming } => vec![
+                ("baked", Json::from(baked.as_str())),
+                ("incoming", Json::from(incoming.as_str())),
+            ],
+            KvError::MissingSlot { which, .. } => vec![("which", Json::from(which.name()))],
+            KvError::StorageDiffers {
+                which,
+                baked,
+                incoming,
+                ..
+            } => vec![
+                ("which", Json::from(which.name())),
+                ("baked", Json::from(baked.as_str())),
+                ("incoming", Json::from(incoming.as_str())),
+            ],
         }
     }
 
@@ -266,6 +410,9 @@ impl KvError {
                     Field::VLength => format!("v length {f} differs from the k length {e}"),
                     Field::SeqLen => {
                         format!("seq_len claims {f} positions but the buffers hold {e}")
+                    }
+                    Field::Positions => {
+                        format!("positions claims {f} but the buffers hold {e} rows")
                     }
                     Field::LayerShape => {
                         format!("layer shape is {f} where layer 0 has {e}")
@@ -319,6 +466,65 @@ impl KvError {
                 "replacement for layer {layer} has {} {found}, but the cache's is {expected}",
                 field.name()
             ),
+            KvError::BadLayout {
+                field,
+                block_size,
+                sliding_window,
+                remainder,
+            } => {
+                let window = show_window(*sliding_window);
+                let why = match (field, remainder) {
+                    (Field::BlockSize, _) => "block_size must be positive".to_string(),
+                    (_, Some(r)) => format!(
+                        "block_size {block_size} does not divide sliding_window {window} \
+                         (remainder {r}), so a block would straddle the window edge"
+                    ),
+                    _ => {
+                        "sliding_window 0 attends to nothing; no window is null, not 0".to_string()
+                    }
+                };
+                format!(
+                    "impossible block layout ({}): {why} \
+                     [block_size {block_size}, sliding_window {window}]",
+                    field.name()
+                )
+            }
+            KvError::SplitKvHeadWidth {
+                layer,
+                head_dim,
+                v_head_dim,
+            } => format!(
+                "layer {layer} splits its K and V head widths (head_dim {head_dim}, \
+                 v_head_dim {v_head_dim}); the block format has one head width"
+            ),
+            KvError::BlockSizeMismatch { block_size, tokens } => format!(
+                "not one whole block: the payload holds {tokens} tokens where the layout's \
+                 block_size is {block_size}"
+            ),
+            KvError::ResidencyUnknown => {
+                "rebind refused: the residency of the plan's KV or of the incoming cache \
+                 is unknown"
+                    .to_string()
+            }
+            KvError::ResidencyDiffers { baked, incoming } => format!(
+                "rebind refused: the plan baked KV resident on \"{baked}\", \
+                 the incoming cache is on \"{incoming}\""
+            ),
+            KvError::MissingSlot { layer, which } => format!(
+                "rebind refused: the incoming cache has no layer {layer}, \
+                 so slot {} of that layer is missing",
+                which.name()
+            ),
+            KvError::StorageDiffers {
+                layer,
+                which,
+                baked,
+                incoming,
+            } => format!(
+                "rebind refused: slot {} of layer {layer} has storage \"{incoming}\" \
+                 where the plan baked \"{baked}\"",
+                which.name()
+            ),
         }
     }
 
@@ -366,6 +572,8 @@ mod tests {
         for (name, value) in e.values() {
             let parts = match value {
                 Json::Arr(items) => items,
+                // "No window" may be rendered in any form (PROF-10).
+                Json::Null => vec![],
                 other => vec![other],
             };
             for p in parts {
@@ -457,6 +665,64 @@ mod tests {
                 expected: 16,
                 found: 32,
             },
+            KvError::RaggedPayload {
+                layer: 1,
+                field: Field::Positions,
+                expected: Val::Int(4),
+                found: Val::Int(7),
+            },
+            KvError::Incompatible {
+                field: Field::SlidingWindow,
+                expected: Val::Window(None),
+                found: Val::Window(Some(128)),
+            },
+            KvError::PayloadMismatch {
+                field: Field::BlockSize,
+                recorded: Val::Int(8),
+                actual: Val::Int(4),
+            },
+            KvError::BadLayout {
+                field: Field::BlockSize,
+                block_size: 0,
+                sliding_window: None,
+                remainder: None,
+            },
+            KvError::BadLayout {
+                field: Field::SlidingWindow,
+                block_size: 16,
+                sliding_window: Some(0),
+                remainder: None,
+            },
+            KvError::BadLayout {
+                field: Field::SlidingWindow,
+                block_size: 48,
+                sliding_window: Some(128),
+                remainder: Some(32),
+            },
+            KvError::SplitKvHeadWidth {
+                layer: 2,
+                head_dim: 8,
+                v_head_dim: 6,
+            },
+            KvError::BlockSizeMismatch {
+                block_size: 8,
+                tokens: 4,
+            },
+            KvError::ResidencyUnknown,
+            KvError::ResidencyDiffers {
+                baked: "cuda:0".into(),
+                incoming: "cpu".into(),
+            },
+            KvError::MissingSlot {
+                layer: 3,
+                which: Slot::K,
+            },
+            KvError::StorageDiffers {
+                layer: 1,
+                which: Slot::V,
+                baked: "f16/paged".into(),
+                incoming: "f32/dense".into(),
+            },
         ];
         for e in &all {
             assert!(
@@ -469,6 +735,82 @@ mod tests {
             let wire = e.to_json();
             assert_eq!(wire.get("kind").and_then(Json::as_str), Some(e.kind()));
         }
+    }
+
+    #[test]
+    fn new_kinds_carry_exactly_their_parts() {
+        let parts = |e: &KvError| {
+            let wire = e.to_json();
+            let keys: Vec<String> = wire
+                .get("values")
+                .and_then(Json::as_object)
+                .unwrap()
+                .iter()
+                .map(|(k, _)| k.clone())
+                .collect();
+            (
+                wire.get("field").cloned().unwrap(),
+                wire.get("layer").cloned().unwrap(),
+                keys,
+            )
+        };
+        let misaligned = KvError::BadLayout {
+            field: Field::SlidingWindow,
+            block_size: 48,
+            sliding_window: Some(128),
+            remainder: Some(32),
+        };
+        assert_eq!(
+            parts(&misaligned),
+            (
+                Json::from("sliding_window"),
+                Json::Null,
+                vec![
+                    "block_size".into(),
+                    "sliding_window".into(),
+                    "remainder".into()
+                ]
+            )
+        );
+        let zero = KvError::BadLayout {
+            field: Field::BlockSize,
+            block_size: 0,
+            sliding_window: None,
+            remainder: None,
+        };
+        let wire = zero.to_json();
+        assert_eq!(
+            wire.get("values").unwrap().get("sliding_window"),
+            Some(&Json::Null)
+        );
+        assert_eq!(parts(&zero).2.len(), 2);
+        let split = KvError::SplitKvHeadWidth {
+            layer: 2,
+            head_dim: 8,
+            v_head_dim: 6,
+        };
+        assert_eq!(
+            parts(&split),
+            (
+                Json::Null,
+                Json::Int(2),
+                vec!["head_dim".into(), "v_head_dim".into()]
+            )
+        );
+        let slot = KvError::StorageDiffers {
+            layer: 1,
+            which: Slot::V,
+            baked: "a".into(),
+            incoming: "b".into(),
+        };
+        assert_eq!(
+            slot.to_json().get("values").unwrap().get("which"),
+            Some(&Json::from("v"))
+        );
+        assert_eq!(
+            parts(&KvError::ResidencyUnknown),
+            (Json::Null, Json::Null, vec![])
+        );
     }
 
     #[test]

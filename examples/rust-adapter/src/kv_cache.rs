@@ -5,6 +5,11 @@
 //! layer's storage in place, or is refused, does not. Storage is always held
 //! as `f32` whatever the declared `dtype` (the element type is recorded and
 //! keyed, which is all the specification observes).
+//!
+//! A cache also has a *placement* (class `plan_validity`): where its KV lives
+//! (its residency) and, per layer, a label standing for the fingerprint of
+//! that layer's K and V storage. A guarded rebind compares these (contract,
+//! `session_rebind`).
 
 use crate::errors::{Field, KvError};
 use crate::identity::mint_alloc;
@@ -15,6 +20,10 @@ pub const DTYPES: [&str; 3] = ["f32", "f16", "bf16"];
 /// The most elements (K and V, all layers) one cache may hold in this adapter.
 /// A guard against a request that would exhaust memory, not a rule of the spec.
 pub const MAX_ELEMENTS: u128 = 1 << 28;
+
+/// The most layers one cache may have in this adapter (the same kind of
+/// guard: a cache of empty layers still costs memory per layer).
+pub const MAX_LAYERS: u64 = 1 << 16;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Geometry {
@@ -67,17 +76,67 @@ impl LayerStorage {
     }
 }
 
+/// Where a cache's KV lives and what its storage is, as a guarded rebind
+/// sees it (contract, `cache_new_placed`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// The device the KV is resident on; `None` when it is not known.
+    pub residency: Option<String>,
+    /// One label per layer standing for the storage fingerprint of that
+    /// layer's K and V buffers (dtype, encoding, backend, extent): equal
+    /// labels mean interchangeable storage.
+    pub layer_storage: Vec<String>,
+}
+
+impl Placement {
+    /// What `cache_new` gives: residency "default", every layer "default".
+    pub fn default_for(n_layers: u64) -> Placement {
+        Placement {
+            residency: Some("default".to_string()),
+            layer_storage: vec!["default".to_string(); n_layers as usize],
+        }
+    }
+}
+
+fn check_layer_count(g: &Geometry) -> Result<(), String> {
+    if g.n_layers > MAX_LAYERS {
+        return Err(format!(
+            "a cache of {} layers has more than this adapter allocates ({MAX_LAYERS})",
+            g.n_layers
+        ));
+    }
+    Ok(())
+}
+
 #[derive(Debug)]
 pub struct KvCache {
     geometry: Geometry,
     layers: Vec<LayerStorage>,
     len: u64,
     alloc: u64,
+    placement: Placement,
 }
 
 impl KvCache {
-    /// Allocate fresh storage and mint an allocation id (ALLOC-2).
+    /// Allocate fresh storage and mint an allocation id (ALLOC-2), placed
+    /// as `cache_new` places it (`Placement::default_for`).
     pub fn new(geometry: Geometry) -> Result<KvCache, String> {
+        check_layer_count(&geometry)?;
+        let placement = Placement::default_for(geometry.n_layers);
+        KvCache::placed(geometry, placement)
+    }
+
+    /// `cache_new_placed`: an ordinary cache with a fresh allocation id and
+    /// the given placement, which must label every layer exactly once.
+    pub fn placed(geometry: Geometry, placement: Placement) -> Result<KvCache, String> {
+        check_layer_count(&geometry)?;
+        if placement.layer_storage.len() as u128 != geometry.n_layers as u128 {
+            return Err(format!(
+                "layer_storage: {} labels for a cache of {} layers (n_layers)",
+                placement.layer_storage.len(),
+                geometry.n_layers
+            ));
+        }
         if !DTYPES.contains(&geometry.dtype.as_str()) {
             return Err(format!(
                 "dtype {:?} is not one of f32, f16, bf16 (a usage error, ALLOC-14)",
@@ -98,7 +157,16 @@ impl KvCache {
             layers,
             len: 0,
             alloc: mint_alloc(),
+            placement,
         })
+    }
+
+    /// Residency and storage labels. `clear` and `replace_layer` keep them:
+    /// fresh buffers of the same geometry on the same device are storage of
+    /// the same fingerprint, so a replaced layer keeps its label, and only
+    /// the allocation id tells the new buffers from the old.
+    pub fn placement(&self) -> &Placement {
+        &self.placement
     }
 
     pub fn geometry(&self) -> &Geometry {
@@ -114,7 +182,8 @@ impl KvCache {
         self.len
     }
 
-    /// Release every layer's storage for fresh storage: length 0, new id (ALLOC-18).
+    /// Release every layer's storage for fresh storage: length 0, new id
+    /// (ALLOC-18). The placement is kept (see `placement`).
     pub fn clear(&mut self) {
         let fresh: Vec<LayerStorage> = (0..self.geometry.n_layers)
             .map(|_| LayerStorage::of(&self.geometry))
@@ -156,7 +225,8 @@ impl KvCache {
     /// Put fresh storage of the given shape under one layer. Refused when the
     /// index is out of range (ALLOC-9) or the shape differs, checked in the
     /// order `n_kv_heads`, `head_dim`, `max_seq_len` (ALLOC-17); otherwise a
-    /// new id, and the length is kept (ALLOC-4, ALLOC-11).
+    /// new id, and the length is kept (ALLOC-4, ALLOC-11). The layer keeps
+    /// its storage label (see `placement`).
     pub fn replace_layer(
         &mut self,
         layer: u64,
@@ -269,6 +339,29 @@ mod tests {
         assert!(c.k_prefix(0).iter().all(|&x| x == 1.0));
         c.append(3, 3.0).unwrap();
         assert_eq!(c.len(), 8);
+    }
+
+    #[test]
+    fn placement_is_given_kept_and_checked() {
+        let c = KvCache::new(geometry()).unwrap();
+        assert_eq!(c.placement(), &Placement::default_for(2));
+        assert_eq!(c.placement().residency.as_deref(), Some("default"));
+
+        let placed = Placement {
+            residency: None,
+            layer_storage: vec!["a".into(), "b".into()],
+        };
+        let mut c = KvCache::placed(geometry(), placed.clone()).unwrap();
+        c.append(2, 1.0).unwrap();
+        c.replace_layer(1, 2, 4, 8).unwrap();
+        c.clear();
+        assert_eq!(c.placement(), &placed);
+
+        let short = Placement {
+            residency: Some("cpu".into()),
+            layer_storage: vec!["a".into()],
+        };
+        assert!(KvCache::placed(geometry(), short).is_err());
     }
 
     #[test]

@@ -4,7 +4,11 @@
 //! Requests arrive one JSON object per line on stdin; each gets exactly one
 //! response line on stdout, in order, flushed at once (the harness may
 //! pipeline a whole program before reading). Logs go to stderr only.
+//!
+//! The command-line flags choose the declaration (`config.rs`); a bad flag
+//! is one line on stderr and exit status 2, before any request is read.
 
+mod config;
 mod errors;
 mod hasher;
 mod identity;
@@ -20,10 +24,23 @@ mod verify;
 use std::io::{self, BufRead, Write};
 use std::panic::{self, AssertUnwindSafe};
 
+use config::Invocation;
 use json::{Json, Surrogates};
 use protocol::{envelope, Adapter, Next, Reply, NAME, VERSION};
 
 fn main() {
+    let config = match config::parse_args(std::env::args().skip(1)) {
+        Ok(Invocation::Serve(config)) => config,
+        Ok(Invocation::Help) => {
+            println!("{}", config::USAGE);
+            return;
+        }
+        Err(message) => {
+            eprintln!("{NAME}: {message}");
+            std::process::exit(2);
+        }
+    };
+
     // A panic is logged by the default hook (to stderr) and then answered as
     // a failure below; it never takes the process down silently.
     let default_hook = panic::take_hook();
@@ -32,12 +49,19 @@ fn main() {
         default_hook(info);
     }));
 
-    eprintln!("{NAME} {VERSION}: ready");
+    eprintln!(
+        "{NAME} {VERSION}: ready (writes {}, reads {:?}, profile_v2_revision {}, \
+         plan_key_window {})",
+        config.profile.writes,
+        config.profile.reads,
+        config.profile.revision.name(),
+        config.window_keying.name()
+    );
     let stdin = io::stdin();
     let mut input = stdin.lock();
     let stdout = io::stdout();
     let mut output = stdout.lock();
-    let mut adapter = Adapter::new();
+    let mut adapter = Adapter::with_config(config);
     let mut line = Vec::new();
 
     loop {

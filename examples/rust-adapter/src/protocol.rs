@@ -6,18 +6,27 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::config::{Config, WindowKeying};
 use crate::errors::KvError;
 use crate::hasher::KeyHasher;
 use crate::json::Json;
-use crate::kv_cache::{Geometry, KvCache};
+use crate::kv_cache::{Geometry, KvCache, Placement};
 use crate::plan::{KeyParts, Model, ModelSpec, Param, Session};
-use crate::signature::{self, Signature, StoredLayer, PROFILE};
+use crate::signature::{self, Layout, Revision, Signature, StoredLayer};
 use crate::verify;
 
 pub const PROTOCOL: i128 = 1;
 pub const NAME: &str = "kvconform-rust-adapter";
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-pub const CLASSES: [&str; 5] = ["hash", "identity", "plan", "signature", "verify"];
+/// Every class, always; `plan_validity` requires `plan`, which is claimed.
+pub const CLASSES: [&str; 6] = [
+    "hash",
+    "identity",
+    "plan",
+    "plan_validity",
+    "signature",
+    "verify",
+];
 
 /// The most payload elements (all `k` and `v` buffers) one request may ask
 /// this adapter to allocate: a guard against exhausting memory.
@@ -77,11 +86,21 @@ pub enum Next {
 #[derive(Default)]
 pub struct Adapter {
     objects: HashMap<String, Object>,
+    config: Config,
 }
 
 impl Adapter {
+    /// An adapter with the default declaration (profile v1, keyed windows).
+    #[cfg(test)]
     pub fn new() -> Adapter {
         Adapter::default()
+    }
+
+    pub fn with_config(config: Config) -> Adapter {
+        Adapter {
+            objects: HashMap::new(),
+            config,
+        }
     }
 
     /// Answer one decoded request (without its envelope).
@@ -110,7 +129,7 @@ impl Adapter {
 
     fn dispatch(&mut self, op: &str, r: &Json) -> Outcome {
         match op {
-            "hello" => hello(r),
+            "hello" => hello(r, &self.config),
             "reset" => {
                 self.objects.clear();
                 ok_null()
@@ -194,6 +213,43 @@ impl Adapter {
                     Err(e) => e.into(),
                 })
             }
+            "cache_new_placed" => {
+                let at = "cache_new_placed";
+                let g = geometry(field(r, op, "geometry")?, "cache_new_placed.geometry")?;
+                let residency = match field(r, op, "residency")? {
+                    Json::Null => None,
+                    Json::Str(s) => Some(s.clone()),
+                    other => {
+                        return Err(format!(
+                            "{at}.residency: expected a string or null, got {}",
+                            other.type_name()
+                        ))
+                    }
+                };
+                let labels = array(
+                    field(r, op, "layer_storage")?,
+                    &format!("{at}.layer_storage"),
+                )?;
+                let layer_storage = labels
+                    .iter()
+                    .enumerate()
+                    .map(|(i, label)| {
+                        label.as_str().map(str::to_string).ok_or_else(|| {
+                            format!(
+                                "{at}.layer_storage[{i}]: expected a string, got {}",
+                                label.type_name()
+                            )
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                let placement = Placement {
+                    residency,
+                    layer_storage,
+                };
+                let cache = KvCache::placed(g, placement).map_err(|e| format!("{at}: {e}"))?;
+                self.bind(text(r, op, "handle")?, Object::Cache(cache));
+                ok_null()
+            }
             "cache_alloc_id" => Ok(Reply::Ok(dec(self
                 .cache(text(r, op, "cache")?)?
                 .alloc_id()))),
@@ -213,6 +269,7 @@ impl Adapter {
                     alloc: decimal(field(id, w, "alloc")?, &format!("{w}.alloc"))?,
                     geometry: &g,
                     step_tokens: count(field(id, w, "step_tokens")?, &format!("{w}.step_tokens"))?,
+                    window_keying: self.config.window_keying,
                 }
                 .key();
                 Ok(Reply::Ok(dec(key)))
@@ -227,7 +284,7 @@ impl Adapter {
                 }
                 let model = self.model(text(r, op, "model")?)?;
                 let cache = self.cache(text(r, op, "cache")?)?;
-                let session = Session::build(model, cache, step_tokens);
+                let session = Session::build(model, cache, step_tokens, self.config.window_keying);
                 self.bind(text(r, op, "handle")?, Object::Session(session));
                 ok_null()
             }
@@ -241,6 +298,26 @@ impl Adapter {
                     session.valid_for(model, cache, tokens),
                 )))
             }
+            "session_validity" => {
+                let step = field(r, op, "step")?;
+                let tokens = step_token_count(step, "session_validity.step")?;
+                let session = self.session(text(r, op, "session")?)?;
+                let model = self.model(text(r, op, "model")?)?;
+                let cache = self.cache(text(r, op, "cache")?)?;
+                let validity = session.validity(model, cache, tokens);
+                Ok(Reply::Ok(Json::from(validity.name())))
+            }
+            "session_rebind" => {
+                // The session and the cache live in one map: read what the
+                // rebind needs from the cache, then borrow the session.
+                let cache = self.cache(text(r, op, "cache")?)?;
+                let (incoming, alloc) = (cache.placement().clone(), cache.alloc_id());
+                let session = self.session_mut(text(r, op, "session")?)?;
+                Ok(match session.rebind(&incoming, alloc) {
+                    Ok(()) => Reply::Ok(Json::Null),
+                    Err(e) => e.into(),
+                })
+            }
             "drop" => {
                 let name = text(r, op, "handle")?;
                 match self.objects.remove(name) {
@@ -250,23 +327,43 @@ impl Adapter {
             }
             "measure" | "stamp" => {
                 let model = text(r, op, "model")?;
+                let layout = match r.get("layout") {
+                    None | Some(Json::Null) => None,
+                    Some(raw) => Some(layout(raw, &format!("{op}.layout"))?),
+                };
+                let rules = self
+                    .config
+                    .profile
+                    .writer_rules(layout)
+                    .map_err(|e| format!("{op}.{e}"))?;
                 let layers = payload(field(r, op, "payload")?, &format!("{op}.payload"))?;
                 let measured = if op == "measure" {
-                    signature::measure(model, &layers)
+                    signature::measure(rules, model, &layers)
                 } else {
-                    signature::stamp(model, &layers)
+                    signature::stamp(rules, model, &layers)
                 };
                 Ok(signature_reply(measured))
             }
             "verify" => {
+                let profile = &self.config.profile;
                 let recorded = match field(r, op, "recorded")? {
                     Json::Null => None,
                     raw => Some(signature_from(raw, "verify.recorded")?),
                 };
+                // A stamp of a version this reader reads must have that
+                // version's shape; one it does not read is refused by its
+                // version alone (`unsupported_format`), whatever else it holds.
+                if let Some(stamp) = &recorded {
+                    if profile.reads.contains(&stamp.format_version) {
+                        layout_matches_version(stamp, "verify.recorded")?;
+                    }
+                }
                 let layers = payload(field(r, op, "payload")?, "verify.payload")?;
+                // The expectation is only compared, never measured: whatever
+                // its shape, it is judged field by field in step 5.
                 let expected = signature_from(field(r, op, "expected")?, "verify.expected")?;
                 Ok(signature_reply(verify::verify(
-                    PROFILE,
+                    profile,
                     recorded.as_ref(),
                     &layers,
                     &expected,
@@ -348,13 +445,23 @@ impl Adapter {
             )),
         }
     }
+
+    fn session_mut(&mut self, name: &str) -> Result<&mut Session, String> {
+        match self.get_mut(name)? {
+            Object::Session(s) => Ok(s),
+            other => Err(format!(
+                "handle {name:?} names {}, not a session",
+                other.kind()
+            )),
+        }
+    }
 }
 
 fn ok_null() -> Outcome {
     Ok(Reply::Ok(Json::Null))
 }
 
-fn hello(r: &Json) -> Outcome {
+fn hello(r: &Json, config: &Config) -> Outcome {
     // PROTO-11: a version not spoken (or none named) is answered `failure`,
     // naming the one this adapter speaks.
     match r.get("protocol") {
@@ -369,7 +476,8 @@ fn hello(r: &Json) -> Outcome {
     if let Some(suite) = r.get("suite").and_then(Json::as_str) {
         eprintln!("{NAME} {VERSION}: hello from suite {suite}");
     }
-    Ok(Reply::Ok(Json::obj([
+    let profile = &config.profile;
+    let mut fields = vec![
         ("name", Json::from(NAME)),
         ("version", Json::from(VERSION)),
         ("language", Json::from("rust")),
@@ -381,14 +489,27 @@ fn hello(r: &Json) -> Outcome {
         (
             "format",
             Json::obj([
-                ("writes", Json::from(PROFILE.writes)),
+                ("writes", Json::from(profile.writes)),
                 (
                     "reads",
-                    Json::Arr(PROFILE.reads.iter().map(|&v| Json::from(v)).collect()),
+                    Json::Arr(profile.reads.iter().map(|&v| Json::from(v)).collect()),
                 ),
             ]),
         ),
-    ])))
+    ];
+    // Options at their default are left out (CONF-6: an option left out
+    // takes its default), so the default declaration is the v1 one.
+    let mut options = vec![];
+    if profile.revision != Revision::default() {
+        options.push(("profile_v2_revision", Json::from(profile.revision.name())));
+    }
+    if config.window_keying != WindowKeying::default() {
+        options.push(("plan_key_window", Json::from(config.window_keying.name())));
+    }
+    if !options.is_empty() {
+        fields.push(("options", Json::obj(options)));
+    }
+    Ok(Reply::Ok(Json::obj(fields)))
 }
 
 fn signature_reply(result: Result<Signature, KvError>) -> Reply {
@@ -629,14 +750,19 @@ fn payload(raw: &Json, at: &str) -> Result<Vec<StoredLayer>, String> {
         let w = format!("{at}[{i}]");
         object(item, &w)?;
         let n = |name: &str| count(field(item, &w, name)?, &format!("{w}.{name}"));
+        let v_head_dim = match item.get("v_head_dim") {
+            None | Some(Json::Null) => None,
+            Some(v) => Some(count(v, &format!("{w}.v_head_dim"))?),
+        };
         let d = (
             n("n_kv_heads")?,
             n("head_dim")?,
+            v_head_dim,
             n("seq_len")?,
             n("k_len")?,
             n("v_len")?,
         );
-        total += d.3 as u128 + d.4 as u128;
+        total += d.4 as u128 + d.5 as u128;
         descs.push(d);
     }
     if total > MAX_PAYLOAD_ELEMENTS {
@@ -648,9 +774,10 @@ fn payload(raw: &Json, at: &str) -> Result<Vec<StoredLayer>, String> {
         .into_iter()
         .enumerate()
         .map(
-            |(index, (n_kv_heads, head_dim, seq_len, k_len, v_len))| StoredLayer {
+            |(index, (n_kv_heads, head_dim, v_head_dim, seq_len, k_len, v_len))| StoredLayer {
                 n_kv_heads,
                 head_dim,
+                v_head_dim,
                 seq_len,
                 k: (0..k_len)
                     .map(|j| (j % 4093) as f32 * 0.25 + index as f32)
@@ -663,6 +790,34 @@ fn payload(raw: &Json, at: &str) -> Result<Vec<StoredLayer>, String> {
         .collect())
 }
 
+/// A layout: `{"block_size": n, "sliding_window": n | null}`, both keys
+/// present. Only the types are checked here; a zero block or window, or a
+/// misaligned one, is a `bad_layout` refusal, decided when measuring.
+fn layout(raw: &Json, at: &str) -> Result<Layout, String> {
+    object(raw, at)?;
+    let block_size = count(field(raw, at, "block_size")?, &format!("{at}.block_size"))?;
+    let sliding_window = match field(raw, at, "sliding_window")? {
+        Json::Null => None,
+        w => Some(count(w, &format!("{at}.sliding_window"))?),
+    };
+    Ok(Layout {
+        block_size,
+        sliding_window,
+    })
+}
+
+fn layout_to(layout: &Layout) -> Json {
+    Json::obj([
+        ("block_size", Json::from(layout.block_size)),
+        (
+            "sliding_window",
+            layout.sliding_window.map_or(Json::Null, Json::from),
+        ),
+    ])
+}
+
+/// A signature, with its layout when it has one (whatever its version: a
+/// reader must be able to refuse a stamp by its version first).
 fn signature_from(raw: &Json, at: &str) -> Result<Signature, String> {
     object(raw, at)?;
     let n = |name: &str| count(field(raw, at, name)?, &format!("{at}.{name}"));
@@ -674,11 +829,27 @@ fn signature_from(raw: &Json, at: &str) -> Result<Signature, String> {
         head_dim: n("head_dim")?,
         dtype: text(raw, at, "dtype")?.to_string(),
         tokens: n("tokens")?,
+        layout: match raw.get("layout") {
+            None | Some(Json::Null) => None,
+            Some(l) => Some(layout(l, &format!("{at}.layout"))?),
+        },
     })
 }
 
+/// A v1 signature has no layout and a v2 one has one; other versions are
+/// left alone (no reader measures them).
+fn layout_matches_version(sig: &Signature, at: &str) -> Result<(), String> {
+    match (sig.format_version, sig.layout.is_some()) {
+        (1, true) => Err(format!(
+            "{at}.layout: a format_version 1 signature has none"
+        )),
+        (2, false) => Err(format!("{at}.layout: missing; format_version 2 needs one")),
+        _ => Ok(()),
+    }
+}
+
 fn signature_to(sig: &Signature) -> Json {
-    Json::obj([
+    let mut fields = vec![
         ("format_version", Json::from(sig.format_version)),
         ("model", Json::from(sig.model.as_str())),
         ("n_layers", Json::from(sig.n_layers)),
@@ -686,7 +857,11 @@ fn signature_to(sig: &Signature) -> Json {
         ("head_dim", Json::from(sig.head_dim)),
         ("dtype", Json::from(sig.dtype.as_str())),
         ("tokens", Json::from(sig.tokens)),
-    ])
+    ];
+    if let Some(layout) = &sig.layout {
+        fields.push(("layout", layout_to(layout)));
+    }
+    Json::obj(fields)
 }
 
 #[cfg(test)]
@@ -712,9 +887,14 @@ mod tests {
         assert_eq!(ok.get("language").and_then(Json::as_str), Some("rust"));
         assert_eq!(
             ok.get("classes").and_then(Json::as_array).map(|c| c.len()),
-            Some(5)
+            Some(6)
         );
         assert_eq!(ok.get("format").unwrap().get("writes"), Some(&Json::Int(1)));
+        assert_eq!(
+            ok.get("format").unwrap().get("reads"),
+            Some(&Json::Arr(vec![Json::Int(1)]))
+        );
+        assert_eq!(ok.get("options"), None);
         for bad in [
             r#"{"seq": 0, "op": "hello", "protocol": 2}"#,
             r#"{"seq": 0, "op": "hello"}"#,
@@ -809,6 +989,214 @@ mod tests {
                 Json::Arr(vec![dec(0x5091916f8ceeb7b0)]),
             ]))
         );
+    }
+
+    fn adapter(flags: &str) -> Adapter {
+        match crate::config::parse_args(flags.split_whitespace().map(String::from)) {
+            Ok(crate::config::Invocation::Serve(c)) => Adapter::with_config(c),
+            other => panic!("{flags}: {other:?}"),
+        }
+    }
+
+    fn error_kind(r: &Json) -> Option<&str> {
+        r.get("error")?.get("kind")?.as_str()
+    }
+
+    #[test]
+    fn hello_declares_the_flags() {
+        let mut a =
+            adapter("--writes 2 --reads 1,2 --v2-revision layout_only --plan-key-window structure");
+        let r = ask(
+            &mut a,
+            r#"{"seq": 0, "op": "hello", "protocol": 1, "suite": "2.2.0"}"#,
+        );
+        let ok = r.get("ok").unwrap();
+        assert_eq!(
+            ok.get("format").unwrap().to_line(),
+            json_line(r#"{"writes":2,"reads":[1,2]}"#)
+        );
+        assert_eq!(
+            ok.get("options").unwrap().to_line(),
+            json_line(r#"{"profile_v2_revision":"layout_only","plan_key_window":"structure"}"#)
+        );
+        assert!(ok
+            .get("classes")
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .contains(&Json::from("plan_validity")));
+    }
+
+    const PAYLOAD: &str = r#"[{"n_kv_heads": 2, "head_dim": 8, "seq_len": 4, "k_len": 64, "v_len": 64}, {"n_kv_heads": 2, "head_dim": 8, "seq_len": 4, "k_len": 64, "v_len": 64}]"#;
+
+    #[test]
+    fn v2_writers_stamp_under_the_layout_they_are_given() {
+        let mut a = adapter("--writes 2");
+        let stamp = format!(
+            r#"{{"seq": 1, "op": "stamp", "model": "m", "layout": {{"block_size": 4, "sliding_window": 8}}, "payload": {PAYLOAD}}}"#
+        );
+        let r = ask(&mut a, &stamp);
+        assert_eq!(
+            r.get("ok").unwrap().to_line(),
+            json_line(
+                r#"{"format_version":2,"model":"m","n_layers":2,"n_kv_heads":2,"head_dim":8,"dtype":"f32","tokens":4,"layout":{"block_size":4,"sliding_window":8}}"#
+            )
+        );
+        let full = format!(
+            r#"{{"seq": 1, "op": "measure", "model": "m", "layout": {{"block_size": 4, "sliding_window": null}}, "payload": {PAYLOAD}}}"#
+        );
+        let r = ask(&mut a, &full);
+        assert_eq!(
+            r.get("ok").unwrap().get("layout").unwrap().to_line(),
+            json_line(r#"{"block_size":4,"sliding_window":null}"#)
+        );
+        let bad = r#"{"seq": 1, "op": "stamp", "model": "m", "layout": {"block_size": 3, "sliding_window": 8}, "payload": []}"#;
+        let r = ask(&mut a, bad);
+        assert_eq!(error_kind(&r), Some("bad_layout"));
+        assert_eq!(
+            r.get("error").unwrap().get("values").unwrap().to_line(),
+            json_line(r#"{"block_size":3,"sliding_window":8,"remainder":2}"#)
+        );
+        // No layout for a v2 writer, or one for a v1 writer: a usage error.
+        let none = format!(r#"{{"seq": 1, "op": "stamp", "model": "m", "payload": {PAYLOAD}}}"#);
+        assert!(ask(&mut a, &none).get("failure").is_some());
+        assert!(ask(&mut Adapter::new(), &stamp).get("failure").is_some());
+        assert!(ask(&mut Adapter::new(), &none).get("ok").is_some());
+    }
+
+    #[test]
+    fn readers_judge_stamps_by_their_recorded_version() {
+        let v2_stamp = r#"{"format_version": 2, "model": "m", "n_layers": 2, "n_kv_heads": 2, "head_dim": 8, "dtype": "f32", "tokens": 4, "layout": {"block_size": 0, "sliding_window": 0}}"#;
+        let v1_stamp = r#"{"format_version": 1, "model": "m", "n_layers": 2, "n_kv_heads": 2, "head_dim": 8, "dtype": "f32", "tokens": 4}"#;
+        let verify = |recorded: &str, expected: &str| {
+            format!(
+                r#"{{"seq": 2, "op": "verify", "recorded": {recorded}, "payload": {PAYLOAD}, "expected": {expected}}}"#
+            )
+        };
+        // A v1-only reader: the version, before the impossible layout.
+        let r = ask(&mut Adapter::new(), &verify(v2_stamp, v1_stamp));
+        assert_eq!(error_kind(&r), Some("unsupported_format"));
+        // A v2 reader: the impossible layout, field block_size, null-free values.
+        let mut v2 = adapter("--writes 2");
+        let r = ask(&mut v2, &verify(v2_stamp, v2_stamp));
+        assert_eq!(error_kind(&r), Some("bad_layout"));
+        assert_eq!(
+            r.get("error").unwrap().get("field"),
+            Some(&Json::from("block_size"))
+        );
+        let r = ask(&mut v2, &verify(v1_stamp, v2_stamp));
+        assert_eq!(error_kind(&r), Some("unsupported_format"));
+        // A rolling reader reads the v1 block under v1 rules.
+        let mut both = adapter("--writes 2 --reads 1,2");
+        let r = ask(&mut both, &verify(v1_stamp, v1_stamp));
+        assert_eq!(r.get("ok").unwrap().to_line(), json_line(v1_stamp));
+        // ... and a v2 block against an expectation without a window.
+        let windowed = v2_stamp.replace(
+            r#""block_size": 0, "sliding_window": 0"#,
+            r#""block_size": 4, "sliding_window": 128"#,
+        );
+        let full = v2_stamp.replace(
+            r#""block_size": 0, "sliding_window": 0"#,
+            r#""block_size": 4, "sliding_window": null"#,
+        );
+        let r = ask(&mut both, &verify(&windowed, &full));
+        let e = r.get("error").unwrap();
+        assert_eq!(e.get("kind"), Some(&Json::from("incompatible")));
+        assert_eq!(
+            e.get("values").unwrap().to_line(),
+            json_line(r#"{"expected":null,"found":128}"#)
+        );
+        // A stamp whose shape contradicts its readable version: a usage error.
+        let v2_without_layout =
+            v1_stamp.replace(r#""format_version": 1"#, r#""format_version": 2"#);
+        assert!(ask(&mut both, &verify(&v2_without_layout, v1_stamp))
+            .get("failure")
+            .is_some());
+        // An expectation is only compared: without a layout it differs from
+        // a v1 block on format_version, and from a v2 block on block_size.
+        let r = ask(&mut Adapter::new(), &verify(v1_stamp, &v2_without_layout));
+        assert_eq!(
+            r.get("error").unwrap().get("field"),
+            Some(&Json::from("format_version"))
+        );
+        let r = ask(&mut both, &verify(&full, &v2_without_layout));
+        let e = r.get("error").unwrap();
+        assert_eq!(e.get("kind"), Some(&Json::from("incompatible")));
+        assert_eq!(e.get("field"), Some(&Json::from("block_size")));
+    }
+
+    fn json_line(text: &str) -> String {
+        crate::json::parse(text).unwrap().to_line()
+    }
+
+    #[test]
+    fn plan_validity_by_hand() {
+        let mut a = Adapter::new();
+        for line in [
+            r#"{"seq": 1, "op": "model_new", "handle": "m", "spec": {"family": "qwen3", "params": {"sliding_window": {"u64": "128"}}, "hooks": {}}}"#,
+            r#"{"seq": 2, "op": "cache_new_placed", "handle": "c", "geometry": {"n_layers": 2, "n_kv_heads": 2, "head_dim": 4, "max_seq_len": 16, "dtype": "f32"}, "residency": "cuda:0", "layer_storage": ["p", "p"]}"#,
+            r#"{"seq": 3, "op": "cache_new_placed", "handle": "d", "geometry": {"n_layers": 2, "n_kv_heads": 2, "head_dim": 4, "max_seq_len": 16, "dtype": "f32"}, "residency": "cuda:0", "layer_storage": ["p", "q"]}"#,
+            r#"{"seq": 4, "op": "cache_new", "handle": "e", "geometry": {"n_layers": 2, "n_kv_heads": 2, "head_dim": 4, "max_seq_len": 16, "dtype": "f32"}}"#,
+            r#"{"seq": 5, "op": "session_new", "handle": "s", "model": "m", "cache": "c", "step_tokens": 1}"#,
+        ] {
+            assert_eq!(ask(&mut a, line).get("ok"), Some(&Json::Null), "{line}");
+        }
+        let validity = |a: &mut Adapter, cache: &str| {
+            let line = format!(
+                r#"{{"seq": 6, "op": "session_validity", "session": "s", "model": "m", "cache": "{cache}", "step": {{"token_ids": [1]}}}}"#
+            );
+            ask(a, &line)
+                .get("ok")
+                .and_then(Json::as_str)
+                .map(String::from)
+        };
+        let rebind = |a: &mut Adapter, cache: &str| {
+            ask(
+                a,
+                &format!(
+                    r#"{{"seq": 7, "op": "session_rebind", "session": "s", "cache": "{cache}"}}"#
+                ),
+            )
+        };
+        assert_eq!(validity(&mut a, "c").as_deref(), Some("valid"));
+        assert_eq!(validity(&mut a, "d").as_deref(), Some("allocation_changed"));
+        let r = rebind(&mut a, "d");
+        let e = r.get("error").unwrap();
+        assert_eq!(e.get("kind"), Some(&Json::from("storage_differs")));
+        assert_eq!(e.get("layer"), Some(&Json::Int(1)));
+        assert_eq!(
+            e.get("values").unwrap().to_line(),
+            json_line(r#"{"which":"k","baked":"p","incoming":"q"}"#)
+        );
+        let r = rebind(&mut a, "e");
+        assert_eq!(
+            r.get("error").unwrap().get("values").unwrap().to_line(),
+            json_line(r#"{"baked":"cuda:0","incoming":"default"}"#)
+        );
+        assert_eq!(validity(&mut a, "c").as_deref(), Some("valid"));
+        // Clear keeps the placement: the plan can follow its own cache.
+        ask(&mut a, r#"{"seq": 8, "op": "cache_clear", "cache": "c"}"#);
+        assert_eq!(validity(&mut a, "c").as_deref(), Some("allocation_changed"));
+        assert_eq!(rebind(&mut a, "c").get("ok"), Some(&Json::Null));
+        assert_eq!(validity(&mut a, "c").as_deref(), Some("valid"));
+        // Usage errors: a wrong label count, a handle of the wrong kind.
+        let short = r#"{"seq": 9, "op": "cache_new_placed", "handle": "x", "geometry": {"n_layers": 2, "n_kv_heads": 2, "head_dim": 4, "max_seq_len": 16, "dtype": "f32"}, "residency": null, "layer_storage": ["p"]}"#;
+        assert!(ask(&mut a, short).get("failure").is_some());
+        assert!(rebind(&mut a, "m").get("failure").is_some());
+    }
+
+    #[test]
+    fn the_window_parameter_follows_the_option() {
+        let key = |a: &mut Adapter, window: &str| {
+            let line = format!(
+                r#"{{"seq": 1, "op": "plan_key", "identity": {{"model": {{"family": "qwen3", "params": {{"sliding_window": {{"u64": "{window}"}}, "mask_structure": {{"str": "split"}}}}, "hooks": {{}}}}, "instance": "5", "alloc": "9", "geometry": {{"n_layers": 2, "n_kv_heads": 2, "head_dim": 4, "max_seq_len": 16, "dtype": "f32"}}, "step_tokens": 1}}}}"#
+            );
+            ask(a, &line).get("ok").unwrap().clone()
+        };
+        let mut keyed = Adapter::new();
+        assert_ne!(key(&mut keyed, "128"), key(&mut keyed, "256"));
+        let mut structure = adapter("--plan-key-window structure");
+        assert_eq!(key(&mut structure, "128"), key(&mut structure, "256"));
     }
 
     /// Every vector of `../../vectors`, through the `hash` request's program

@@ -13,6 +13,7 @@ from kvconform.values import (
     Fault,
     Geometry,
     LayerDesc,
+    Layout,
     MixOp,
     ModelSpec,
     Payload,
@@ -91,10 +92,19 @@ def stored_layers(payload: Payload) -> list[signature.StoredLayer]:
 def _stored_layer(index: int, layer: LayerDesc) -> signature.StoredLayer:
     k = np.arange(layer.k_len, dtype=np.float32) + index
     v = np.arange(layer.v_len, dtype=np.float32) - index
-    return signature.StoredLayer(layer.n_kv_heads, layer.head_dim, layer.seq_len, k, v)
+    return signature.StoredLayer(
+        layer.n_kv_heads, layer.head_dim, layer.seq_len, k, v, v_head_dim=layer.v_head_dim
+    )
+
+
+def block_layout(layout: Layout | None) -> signature.BlockLayout | None:
+    return (
+        None if layout is None else signature.BlockLayout(layout.block_size, layout.sliding_window)
+    )
 
 
 def to_signature(sig: signature.CacheSignature) -> Signature:
+    layout = sig.layout
     return Signature(
         sig.format_version,
         sig.model,
@@ -103,6 +113,7 @@ def to_signature(sig: signature.CacheSignature) -> Signature:
         sig.head_dim,
         sig.dtype,
         sig.tokens,
+        None if layout is None else Layout(layout.block_size, layout.sliding_window),
     )
 
 
@@ -115,20 +126,48 @@ def from_signature(sig: Signature) -> signature.CacheSignature:
         sig.head_dim,
         sig.dtype,
         sig.tokens,
+        block_layout(sig.layout),
     )
 
 
 class ReferenceAdapter:
-    """Every class, profile v1."""
+    """Every class; profile v1 unless told otherwise.
+
+    ``writes`` and ``reads`` choose the profile (PROF-2, PROF-5) or a rolling
+    upgrade (PROF-12); ``revision`` the reading of profile v2 (PROF-11).
+    """
+
+    #: The rules this implementation writes under (class defaults: profile v1), kept as
+    #: class attributes so that a subclass need not call ``__init__``.
+    profile: signature.FormatProfile = signature.V1
+    readable: tuple[int, ...] = signature.V1.readable
+    #: The classes claimed; a subclass whose plans lack the three-valued validity
+    #: and the rebind leaves ``plan_validity`` out (CONF-10).
+    classes: frozenset[str] = frozenset(
+        {"hash", "identity", "plan", "signature", "verify", "plan_validity"}
+    )
+
+    def __init__(
+        self,
+        writes: int = 1,
+        reads: tuple[int, ...] | None = None,
+        revision: str = "split_width",
+    ) -> None:
+        self.profile = signature.profile_for(writes, revision)
+        self.readable = self.profile.readable if reads is None else tuple(sorted(reads))
 
     def describe(self) -> AdapterInfo:
+        options = {}
+        if self.profile.revision != "split_width":
+            options["profile_v2_revision"] = self.profile.revision
         return AdapterInfo(
             name="kvconform-reference",
             version=__version__,
             language="python",
-            classes=frozenset({"hash", "identity", "plan", "signature", "verify"}),
-            format_writes=signature.V1.version,
-            format_reads=frozenset(signature.V1.readable),
+            classes=self.classes,
+            format_writes=self.profile.version,
+            format_reads=frozenset(self.readable),
+            options=options,
         )
 
     # hash
@@ -150,6 +189,13 @@ class ReferenceAdapter:
 
     def cache_new(self, geometry: Geometry) -> kv_cache.KvCache:
         return kv_cache.KvCache(cache_geometry(geometry))
+
+    def cache_new_placed(
+        self, geometry: Geometry, residency: str | None, layer_storage: Sequence[str]
+    ) -> kv_cache.KvCache:
+        return kv_cache.KvCache(
+            cache_geometry(geometry), residency=residency, layer_storage=tuple(layer_storage)
+        )
 
     def cache_append(self, cache: kv_cache.KvCache, tokens: int) -> Fault | None:
         g = cache.geometry
@@ -211,29 +257,50 @@ class ReferenceAdapter:
         cache: kv_cache.KvCache,
         step: StepInputs,
     ) -> bool:
-        inputs = plan.StepInputs(
-            token_ids=step.token_ids,
-            write_offset=step.write_offset,
-            rope=plan.RopeSpec(step.rope_theta, step.rope_scaling),
-            mask=step.mask,
-        )
-        return session.is_valid_for(m, cache, inputs)
+        return session.is_valid_for(m, cache, _step(step))
+
+    # plan_validity
+    def session_validity(
+        self,
+        session: plan.DecodePlan,
+        m: model.Model,
+        cache: kv_cache.KvCache,
+        step: StepInputs,
+    ) -> str:
+        return session.validity_for(m, cache, _step(step))
+
+    def session_rebind(self, session: plan.DecodePlan, cache: kv_cache.KvCache) -> Fault | None:
+        try:
+            session.rebind(cache)
+        except errors.RebindRefusal as exc:
+            return fault_of(exc)
+        return None
 
     def drop(self, handle: object) -> None:
         """The reference keeps no reference to any handle; nothing to release."""
 
     # signature and verify
-    def measure(self, model_name: str, payload: Payload) -> Signature | Fault:
+    def measure(
+        self, model_name: str, payload: Payload, *, layout: Layout | None = None
+    ) -> Signature | Fault:
         try:
-            return to_signature(signature.measure(model_name, stored_layers(payload)))
+            measured = signature.measure(
+                model_name, stored_layers(payload), self.profile, block_layout(layout)
+            )
         except errors.SignatureError as exc:
             return fault_of(exc)
+        return to_signature(measured)
 
-    def stamp(self, model_name: str, payload: Payload) -> Signature | Fault:
+    def stamp(
+        self, model_name: str, payload: Payload, *, layout: Layout | None = None
+    ) -> Signature | Fault:
         try:
-            return to_signature(verify.stamp(model_name, stored_layers(payload)).signature)
+            block = verify.stamp(
+                model_name, stored_layers(payload), self.profile, block_layout(layout)
+            )
         except errors.SignatureError as exc:
             return fault_of(exc)
+        return to_signature(block.signature)
 
     def verify(
         self, recorded: Signature | None, payload: Payload, expected: Signature
@@ -243,6 +310,38 @@ class ReferenceAdapter:
             tuple(stored_layers(payload)),
         )
         try:
-            return to_signature(verify.verify(block, from_signature(expected)).signature)
+            verified = verify.verify(
+                block, from_signature(expected), self.profile, readable=self.readable
+            )
         except errors.SignatureError as exc:
             return fault_of(exc)
+        return to_signature(verified.signature)
+
+
+def _step(step: StepInputs) -> plan.StepInputs:
+    return plan.StepInputs(
+        token_ids=step.token_ids,
+        write_offset=step.write_offset,
+        rope=plan.RopeSpec(step.rope_theta, step.rope_scaling),
+        mask=step.mask,
+    )
+
+
+def v2() -> ReferenceAdapter:
+    """The reference as a profile-v2 implementation (ferrox upstream: writes 2, reads {2})."""
+    return ReferenceAdapter(writes=2)
+
+
+def v2_layout_only() -> ReferenceAdapter:
+    """Profile v2 under the revision ``layout_only`` (PROF-11)."""
+    return ReferenceAdapter(writes=2, revision="layout_only")
+
+
+def rolling_v1() -> ReferenceAdapter:
+    """An upgrade's first step: writes 1, reads {1, 2} (PROF-12)."""
+    return ReferenceAdapter(writes=1, reads=(1, 2))
+
+
+def rolling_v2() -> ReferenceAdapter:
+    """An upgrade's second step: writes 2, reads {1, 2} (PROF-12)."""
+    return ReferenceAdapter(writes=2, reads=(1, 2))

@@ -161,7 +161,24 @@ class Refuses:
         return None
 
 
-Expectation = Succeeds | Validity | ValueIs | SignatureIs | ErrorIs | ShapeMismatchIs | Refuses
+@dataclass(frozen=True)
+class Answers:
+    """Any answer, success or typed refusal, passes; only a broken exchange fails.
+
+    For a step whose outcome the specification leaves open, judged by what
+    follows it (PLAN-24: a rebind after a structural change may succeed or not,
+    but the plan must stay stale).
+    """
+
+    def judge(self, outcome: Outcome) -> tuple[str, str, tuple[str, ...]] | None:
+        if isinstance(outcome, Ok | Refused):
+            return None
+        return "an answer (ok or a typed error)", describe(outcome), ()
+
+
+Expectation = (
+    Succeeds | Validity | ValueIs | SignatureIs | ErrorIs | ShapeMismatchIs | Refuses | Answers
+)
 
 
 def strictly_equal(a: object, b: object) -> bool:
@@ -201,8 +218,8 @@ def message_omissions(fault: Fault) -> list[str]:
     if fault.field and re.sub(r"[^a-z0-9]", "", fault.field.lower()) not in squeezed:
         missing.append(f"the field {fault.field}")
     for name, value in fault.values.items():
-        if isinstance(value, tuple | list):
-            continue  # a pair or a list may be rendered in any form (spec/errors.md)
+        if isinstance(value, tuple | list) or value is None:
+            continue  # a pair, a list or "no window" may be rendered in any form (PROF-10)
         if not _mentions(message, value):
             missing.append(f"{name}={value}")
     return missing
@@ -316,7 +333,14 @@ def show(value: object) -> str:
         return (
             f"signature(format_version={value.format_version}, model={value.model!r}, "
             f"n_layers={value.n_layers}, n_kv_heads={value.n_kv_heads}, "
-            f"head_dim={value.head_dim}, dtype={value.dtype!r}, tokens={value.tokens})"
+            f"head_dim={value.head_dim}, dtype={value.dtype!r}, tokens={value.tokens}"
+            + (
+                ""
+                if value.layout is None
+                else f", block_size={value.layout.block_size}, "
+                f"sliding_window={value.layout.sliding_window})"
+            )
+            + ("" if value.layout is not None else ")")
         )
     return repr(value)
 

@@ -15,6 +15,7 @@ from kvconform.harness.checks import Failure, OutcomeCheck, Refuses
 from kvconform.harness.declarations import adapt, capability_missing, option_not_declared
 from kvconform.harness.scenario import Case
 from kvconform.protocol.driver import Driver
+from kvconform.protocol.operations import Measure, Stamp, Verify
 from kvconform.values import AdapterInfo, Broken
 
 #: ``not_run``: the run ended before the case (its adapter was given up); no verdict.
@@ -45,14 +46,36 @@ def class_not_claimed(case: Case, info: AdapterInfo) -> str | None:
 
 
 def profile_not_declared(case: Case, info: AdapterInfo) -> str | None:
-    """The case assumes a block format profile the adapter does not implement (PROF-3)."""
-    if case.profile is None:
+    """The case assumes a block format declaration the adapter does not make (PROF-3).
+
+    A case says so with ``profile`` (writes N, reads exactly {N}) or ``format``
+    (the members given must match); a ``signature`` or ``verify`` case that says
+    nothing is written for profile v1 (CONF-11): its stamps and measures need a
+    writer of version 1, its verifications a reader of version 1.
+    """
+    declared = (
+        f"{info.name} writes v{info.format_writes} and reads {sorted(info.format_reads)} (PROF-3)"
+    )
+    if case.profile is not None:
+        if info.format_writes != case.profile or set(info.format_reads) != {case.profile}:
+            return f"assumes format profile v{case.profile}; {declared}"
         return None
-    if info.format_writes != case.profile or set(info.format_reads) != {case.profile}:
-        return (
-            f"assumes format profile v{case.profile}; {info.name} writes "
-            f"v{info.format_writes} and reads {sorted(info.format_reads)}"
-        )
+    if case.format_writes is not None and info.format_writes != case.format_writes:
+        return f"assumes a writer of version {case.format_writes}; {declared}"
+    if case.format_reads is not None and set(case.format_reads) != set(info.format_reads):
+        return f"assumes the readable set {list(case.format_reads)}; {declared}"
+    missing = [v for v in case.format_reads_include if v not in info.format_reads]
+    if missing:
+        return f"assumes a reader of version {missing[0]}; {declared}"
+    if case.format_writes is not None or case.format_reads is not None or case.format_reads_include:
+        return None
+    if case.cls not in ("signature", "verify"):
+        return None
+    writes = any(isinstance(op, Measure | Stamp) for op in case.program)
+    if writes and info.format_writes != 1:
+        return f"written for profile v1 (its stamps carry no layout, CONF-11); {declared}"
+    if any(isinstance(op, Verify) for op in case.program) and 1 not in info.format_reads:
+        return f"written for profile v1 (it verifies version-1 blocks, CONF-11); {declared}"
     return None
 
 

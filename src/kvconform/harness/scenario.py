@@ -25,6 +25,7 @@ from typing import Any
 
 import kvconform
 from kvconform.harness.checks import (
+    Answers,
     Check,
     ErrorIs,
     Expectation,
@@ -45,6 +46,7 @@ from kvconform.values import (
     SHAPE_FIELDS,
     Geometry,
     LayerDesc,
+    Layout,
     MixOp,
     ModelSpec,
     Param,
@@ -78,6 +80,12 @@ class Case:
     basis: tuple[str, ...] = ()
     #: The option values the case assumes (CONF-6).
     options: tuple[tuple[str, str], ...] = ()
+    #: The version written and the readable set the case assumes, where it says
+    #: (``format:`` in the file; PROF-3, CONF-11).
+    format_writes: int | None = None
+    format_reads: tuple[int, ...] | None = None
+    #: Versions the readable set must contain, whatever else it holds.
+    format_reads_include: tuple[int, ...] = ()
 
     @property
     def basis_kind(self) -> str:
@@ -120,8 +128,9 @@ LEGACY_VERBS = {
 
 
 def verbs() -> tuple[str, ...]:
-    """Every verb a step may use."""
-    return tuple(sorted(name[3:] for name in vars(_Compiler) if name.startswith("_v_")))
+    """Every verb a step may use: the operations of the table and the verbs of the format."""
+    own = {name[3:] for name in vars(_Compiler) if name.startswith("_v_")}
+    return tuple(sorted(own | set(ops.BY_NAME)))
 
 
 def migrate(document: Document) -> Document:
@@ -222,6 +231,11 @@ class _Compiler:
             area=self.area,
             basis=() if raw["basis"] == "seed" else tuple(raw["basis"]),
             options=tuple(sorted(raw.get("options", {}).items())),
+            format_writes=raw.get("format", {}).get("writes"),
+            format_reads=(
+                tuple(sorted(raw["format"]["reads"])) if "reads" in raw.get("format", {}) else None
+            ),
+            format_reads_include=tuple(sorted(raw.get("format", {}).get("reads_include", ()))),
         )
 
     # -- plumbing
@@ -308,7 +322,7 @@ class _Compiler:
         if not isinstance(args, Mapping):
             raise self._fail(at, f"{spec.name} takes a mapping of its fields")
         allowed = {f.name for f in spec.fields if f.kind != "new_handle"}
-        allowed |= {"as", "expect", "expect_error"}
+        allowed |= {"as", "expect", "expect_error", "expect_refusal", "expect_answer"}
         for name in args:
             if name not in allowed:
                 raise self._fail((*at, name), f"{spec.name} has no argument {name!r}")
@@ -340,9 +354,16 @@ class _Compiler:
                 raise self._fail(path, f"a field of kind {f.kind} needs a verb of its own")
             kwargs[f.name] = raw
         expect: Expectation | None = None
-        if "expect_error" in args and "expect" in args:
-            raise self._fail(at, "give 'expect' or 'expect_error', not both")
-        if "expect_error" in args:
+        given = [
+            k for k in ("expect", "expect_error", "expect_refusal", "expect_answer") if k in args
+        ]
+        if len(given) > 1:
+            raise self._fail(at, f"give one of {', '.join(given)}, not several")
+        if args.get("expect_refusal") is True:
+            expect = Refuses()
+        elif args.get("expect_answer") is True:
+            expect = Answers()
+        elif "expect_error" in args:
             expect = self._error(args["expect_error"])
         elif "expect" in args:
             if spec.result not in ("count", "bool"):
@@ -453,6 +474,26 @@ class _Compiler:
         self._emit(ops.CacheNew(handle=args["as"], geometry=geometry), where)
         self._observe_id(ops.CacheAllocId(cache=args["as"]), where, "ALLOC-1")
 
+    def _v_cache_new_placed(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
+        base = None
+        if "like" in args:
+            base = self.scope.caches.get(args["like"])
+            if base is None:
+                raise self._fail((*at, "like"), f"no cache named {args['like']!r}")
+        geometry = self._geometry(args, at, base)
+        storage = tuple(args["layer_storage"])
+        if len(storage) != geometry.n_layers:
+            raise self._fail(
+                (*at, "layer_storage"), f"give one label per layer ({geometry.n_layers})"
+            )
+        self._bind_handle(args["as"], "cache", (*at, "as"), it)
+        self.scope.caches[args["as"]] = geometry
+        op = ops.CacheNewPlaced(
+            handle=args["as"], geometry=geometry, residency=args["residency"], layer_storage=storage
+        )
+        self._emit(op, where)
+        self._observe_id(ops.CacheAllocId(cache=args["as"]), where, "ALLOC-1")
+
     def _v_cache_append(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
         expect = self._error(args["expect_error"]) if "expect_error" in args else None
@@ -471,9 +512,16 @@ class _Compiler:
     def _v_cache_replace_layer(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
         expect: Expectation | None = None
-        if "expect_error" in args and "expect" in args:
-            raise self._fail(at, "give 'expect' or 'expect_error', not both")
-        if "expect_error" in args:
+        given = [
+            k for k in ("expect", "expect_error", "expect_refusal", "expect_answer") if k in args
+        ]
+        if len(given) > 1:
+            raise self._fail(at, f"give one of {', '.join(given)}, not several")
+        if args.get("expect_refusal") is True:
+            expect = Refuses()
+        elif args.get("expect_answer") is True:
+            expect = Answers()
+        elif "expect_error" in args:
             expect = self._error(args["expect_error"])
             if expect.kind == "layer_shape_mismatch":
                 expect = self._shape_mismatch(expect, self.scope.caches[cache], args, at)
@@ -545,6 +593,16 @@ class _Compiler:
         )
 
     def _v_session_valid(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
+        session, model, cache, step = self._session_question(args, at)
+        op = ops.SessionValid(session=session, model=model, cache=cache, step=step)
+        self._emit(op, where, Validity(args["expect"] == "valid"))
+
+    def _v_session_validity(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
+        session, model, cache, step = self._session_question(args, at)
+        op = ops.SessionValidity(session=session, model=model, cache=cache, step=step)
+        self._emit(op, where, ValueIs(args["expect"]))
+
+    def _session_question(self, args: _Args, at: PathKey) -> tuple[str, str, str, StepInputs]:
         session = self._handle(args["session"], "session", (*at, "session"))
         model = self._handle(args["model"], "model", (*at, "model"))
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
@@ -557,8 +615,7 @@ class _Compiler:
             rope_scaling=None if rope.get("scaling") is None else float(rope["scaling"]),
             mask=tuple(raw.get("mask", [])),
         )
-        op = ops.SessionValid(session=session, model=model, cache=cache, step=step)
-        self._emit(op, where, Validity(args["expect"] == "valid"))
+        return session, model, cache, step
 
     def _v_plan_key(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         base = None
@@ -665,7 +722,11 @@ class _Compiler:
                 )
             current = replace(
                 current,
-                **{k: override[k] for k in ("seq_len", "k_len", "v_len") if k in override},
+                **{
+                    k: override[k]
+                    for k in ("seq_len", "k_len", "v_len", "v_head_dim")
+                    if k in override
+                },
             )
             layers[n] = current
         return tuple(layers)
@@ -690,8 +751,16 @@ class _Compiler:
         missing = [name for name in fields if name not in values]
         if missing:
             raise self._fail(at, f"missing {missing[0]} (or 'like')")
+        layout = base.layout if "like" in args else None
+        if "block_size" in args or "sliding_window" in args:
+            if "block_size" not in args and layout is None:
+                raise self._fail(at, "a layout needs block_size (PROF-5)")
+            layout = Layout(
+                args.get("block_size", layout.block_size if layout else 0),
+                args.get("sliding_window", layout.sliding_window if layout else None),
+            )
         self._define(args["as"], (*at, "as"), it)
-        self.scope.signatures[args["as"]] = Signature(**values)
+        self.scope.signatures[args["as"]] = Signature(**values, layout=layout)
 
     def _signature(self, name: str, path: PathKey) -> Signature:
         sig = self.scope.signatures.get(name)
@@ -721,8 +790,12 @@ class _Compiler:
         it: int | None,
     ) -> None:
         payload = self._payload_ref(args["payload"], (*at, "payload"))
+        raw = args.get("layout")
+        layout = None if raw is None else Layout(raw["block_size"], raw["sliding_window"])
         index = self._emit(
-            cls(model=args["model"], payload=payload), where, self._outcome(args, at)
+            cls(model=args["model"], payload=payload, layout=layout),
+            where,
+            self._outcome(args, at),
         )
         if "as" in args:
             self._bind_value(args["as"], ValueRef(args["as"], index), (*at, "as"), it)

@@ -20,6 +20,7 @@ from kvconform.values import (
     AdapterInfo,
     Fault,
     Geometry,
+    Layout,
     MixOp,
     ModelSpec,
     Payload,
@@ -83,8 +84,37 @@ class KeyAdapter(Adapter, Protocol):
 class VerifyAdapter(Adapter, Protocol):
     """Classes ``signature`` and ``verify``: stored-block signatures."""
 
-    def measure(self, model: str, payload: Payload) -> Signature | Fault: ...
-    def stamp(self, model: str, payload: Payload) -> Signature | Fault: ...
+    def measure(
+        self, model: str, payload: Payload, *, layout: Layout | None = None
+    ) -> Signature | Fault:
+        """``layout`` is given only to a writer of version 2 (PROF-6, PROTO-31)."""
+        ...
+
+    def stamp(
+        self, model: str, payload: Payload, *, layout: Layout | None = None
+    ) -> Signature | Fault:
+        """``layout`` is given only to a writer of version 2 (PROF-6, PROTO-31)."""
+        ...
+
     def verify(
         self, recorded: Signature | None, payload: Payload, expected: Signature
     ) -> Signature | Fault: ...
+
+
+@runtime_checkable
+class PlanValidityAdapter(KeyAdapter, Protocol):
+    """Class ``plan_validity``: three-valued validity and the guarded rebind (PLAN-19 to 24)."""
+
+    def cache_new_placed(
+        self, geometry: Geometry, residency: str | None, layer_storage: Sequence[str]
+    ) -> Handle:
+        """A cache with this residency (``None``: unknown) and one storage label per layer."""
+        ...
+
+    def session_validity(
+        self, session: Handle, model: Handle, cache: Handle, step: StepInputs
+    ) -> str:
+        """``"valid"``, ``"allocation_changed"`` or ``"stale"``."""
+        ...
+
+    def session_rebind(self, session: Handle, cache: Handle) -> Fault | None: ...

@@ -23,11 +23,13 @@ import kvconform
 from kvconform.protocol.operations import BY_CLASS, BY_NAME, FieldKind, Op, ResultKind
 from kvconform.values import (
     CLASSES,
+    VALIDITY_OUTCOMES,
     AdapterInfo,
     Broken,
     Fault,
     Geometry,
     LayerDesc,
+    Layout,
     MixOp,
     ModelSpec,
     Ok,
@@ -259,17 +261,21 @@ def _identity_from_wire(raw: Mapping[str, Any], where: str) -> PlanIdentity:
     )
 
 
+def _layer_to_wire(layer: LayerDesc) -> dict[str, int]:
+    out = {
+        "n_kv_heads": layer.n_kv_heads,
+        "head_dim": layer.head_dim,
+        "seq_len": layer.seq_len,
+        "k_len": layer.k_len,
+        "v_len": layer.v_len,
+    }
+    if layer.v_head_dim is not None:  # added after protocol 1: only when stated (PROTO-31)
+        out["v_head_dim"] = layer.v_head_dim
+    return out
+
+
 def _payload_to_wire(payload: Payload) -> list[dict[str, int]]:
-    return [
-        {
-            "n_kv_heads": layer.n_kv_heads,
-            "head_dim": layer.head_dim,
-            "seq_len": layer.seq_len,
-            "k_len": layer.k_len,
-            "v_len": layer.v_len,
-        }
-        for layer in payload
-    ]
+    return [_layer_to_wire(layer) for layer in payload]
 
 
 def _payload_from_wire(raw: object, where: str) -> Payload:
@@ -279,19 +285,49 @@ def _payload_from_wire(raw: object, where: str) -> Payload:
     for index, item in enumerate(raw):
         at = f"{where}[{index}]"
         item = _mapping(item, at)
+        v_head_dim = item.get("v_head_dim")
         layers.append(
             LayerDesc(
                 **{
                     name: _int(item.get(name), f"{at}.{name}")
                     for name in ("n_kv_heads", "head_dim", "seq_len", "k_len", "v_len")
-                }
+                },
+                v_head_dim=None if v_head_dim is None else _int(v_head_dim, f"{at}.v_head_dim"),
             )
         )
     return tuple(layers)
 
 
+def layout_to_wire(layout: Layout | None) -> dict[str, Any] | None:
+    if layout is None:
+        return None
+    return {"block_size": layout.block_size, "sliding_window": layout.sliding_window}
+
+
+def layout_from_wire(raw: object, where: str) -> Layout:
+    raw = _mapping(raw, where)
+    for member in ("block_size", "sliding_window"):
+        if member not in raw:  # absent is never "no window" (PROF-10): null says that
+            raise WireError(f"{where}.{member}: missing")
+    window = raw["sliding_window"]
+    return Layout(
+        block_size=_int(raw["block_size"], f"{where}.block_size"),
+        sliding_window=None if window is None else _int(window, f"{where}.sliding_window"),
+    )
+
+
+def _layout_or_null(raw: object, where: str) -> Layout | None:
+    return None if raw is None else layout_from_wire(raw, where)
+
+
 def signature_to_wire(sig: Signature | None) -> dict[str, Any] | None:
-    return None if sig is None else dataclasses.asdict(sig)
+    if sig is None:
+        return None
+    out = dataclasses.asdict(sig)
+    del out["layout"]
+    if sig.layout is not None:  # a version-2 signature (PROF-5); v1 has no layout member
+        out["layout"] = layout_to_wire(sig.layout)
+    return out
 
 
 def signature_from_wire(raw: object, where: str) -> Signature:
@@ -304,6 +340,9 @@ def signature_from_wire(raw: object, where: str) -> Signature:
         head_dim=_int(raw.get("head_dim"), f"{where}.head_dim"),
         dtype=_str(raw.get("dtype"), f"{where}.dtype"),
         tokens=_int(raw.get("tokens"), f"{where}.tokens"),
+        layout=None
+        if raw.get("layout") is None
+        else layout_from_wire(raw["layout"], f"{where}.layout"),
     )
 
 
@@ -385,6 +424,12 @@ FIELD_CODECS: dict[FieldKind, tuple[_Encoder, _Decoder]] = {
     "payload": (_payload_to_wire, _payload_from_wire),
     "signature": (signature_to_wire, signature_from_wire),
     "signature_or_null": (signature_to_wire, _signature_or_null),
+    "layout_or_null": (layout_to_wire, _layout_or_null),
+    "str_or_null": (_identity, lambda raw, where: None if raw is None else _str(raw, where)),
+    "str_list": (
+        list,
+        lambda raw, where: tuple(_str(x, f"{where}[{i}]") for i, x in enumerate(_list(raw, where))),
+    ),
 }
 
 
@@ -392,7 +437,10 @@ def to_wire(op: Op) -> dict[str, Any]:
     """The JSON-ready form of ``op`` (without the sequence number)."""
     out: dict[str, Any] = {"op": op.name}
     for field in BY_CLASS[type(op)].fields:
-        out[field.name] = FIELD_CODECS[field.kind][0](getattr(op, field.name))
+        value = getattr(op, field.name)
+        if field.added and value is None:  # left out at its default (PROTO-31)
+            continue
+        out[field.name] = FIELD_CODECS[field.kind][0](value)
     return out
 
 
@@ -469,6 +517,9 @@ def result_type_problem(op: Op, value: object) -> str | None:
         return f"{op.name} returned {clip(repr(value))}, expected true or false"
     if kind == "signature" and not isinstance(value, Signature):
         return f"{op.name} returned {clip(repr(value))}, expected a signature or a fault"
+    if kind == "validity" and value not in VALIDITY_OUTCOMES:
+        outcomes = ", ".join(VALIDITY_OUTCOMES)
+        return f"{op.name} returned {clip(repr(value))}, expected one of {outcomes}"
     return None
 
 
@@ -517,6 +568,12 @@ def result_from_wire(op: Op, raw: object) -> object:
     if kind == "bool":
         if not isinstance(raw, bool):
             raise WireError(f"{where}: expected true or false, got {clip(repr(raw))}")
+        return raw
+    if kind == "validity":
+        if raw not in VALIDITY_OUTCOMES:
+            raise WireError(
+                f"{where}: expected one of {', '.join(VALIDITY_OUTCOMES)}, got {clip(repr(raw))}"
+            )
         return raw
     return signature_from_wire(raw, where)
 
@@ -569,6 +626,7 @@ _FAST_OK: dict[str, Callable[[object], Outcome | None]] = {
     "u64": _fast_u64,
     "u64_list": _fast_u64_list,
     "signature": _fast_none,
+    "validity": _fast_none,
 }
 if set(_FAST_OK) != set(typing.get_args(ResultKind)):  # pragma: no cover
     raise RuntimeError("codec._FAST_OK does not cover every result kind of the table")

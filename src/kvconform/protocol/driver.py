@@ -65,8 +65,9 @@ def call(adapter: Any, handles: Handles, op: ops.Op) -> Any:
         handles[getattr(op, f.name)] if f.kind in ("handle", "released") else getattr(op, f.name)
         for f in spec.arguments
     ]
-    value = getattr(adapter, spec.method)(*args)
-    del args
+    keywords = {f.name: getattr(op, f.name) for f in spec.added if getattr(op, f.name) is not None}
+    value = getattr(adapter, spec.method)(*args, **keywords)
+    del args, keywords
     if spec.binds is not None:
         handles.bind(getattr(op, spec.binds), value)
         return None

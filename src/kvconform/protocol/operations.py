@@ -30,6 +30,7 @@ from typing import Annotated, ClassVar, Literal
 
 from kvconform.values import (
     Geometry,
+    Layout,
     MixOp,
     ModelSpec,
     Payload,
@@ -48,7 +49,7 @@ Released = Annotated[str, "released"]
 #: What an ``ok`` answer carries: nothing, an unsigned 64-bit id or key (a decimal
 #: string on the wire), a list of them, a count (a JSON integer), a boolean, or a
 #: signature. A refusal (an ``error`` answer) is possible for every operation.
-ResultKind = Literal["null", "u64", "u64_list", "count", "bool", "signature"]
+ResultKind = Literal["null", "u64", "u64_list", "count", "bool", "signature", "validity"]
 
 #: The kind of each field type: what the codec and the schemas know a field by.
 FieldKind = Literal[
@@ -67,6 +68,9 @@ FieldKind = Literal[
     "payload",
     "signature",
     "signature_or_null",
+    "layout_or_null",
+    "str_or_null",
+    "str_list",
 ]
 
 
@@ -232,26 +236,34 @@ class Drop(Op):
     handle: Released
 
 
+#: Metadata of a field added to an operation after protocol 1 was published: left out
+#: of a request at its default, and passed to a Python adapter as a keyword only when
+#: present (PROTO-31).
+ADDED = {"added": True}
+
+
 @dataclass(frozen=True)
 class Measure(Op):
-    """The signature measured from a payload (SIG-*)."""
+    """The signature measured from a payload (SIG-*); a v2 writer measures under ``layout``."""
 
     name: ClassVar[str] = "measure"
     needs: ClassVar[str] = "signature"
     result: ClassVar[ResultKind] = "signature"
     model: str
     payload: Payload
+    layout: Layout | None = dataclasses.field(default=None, metadata=ADDED)
 
 
 @dataclass(frozen=True)
 class Stamp(Op):
-    """A block stamped for storage: its signature, measured (SIG-*)."""
+    """A block stamped for storage: its signature, measured (SIG-*, PROF-6)."""
 
     name: ClassVar[str] = "stamp"
     needs: ClassVar[str] = "signature"
     result: ClassVar[ResultKind] = "signature"
     model: str
     payload: Payload
+    layout: Layout | None = dataclasses.field(default=None, metadata=ADDED)
 
 
 @dataclass(frozen=True)
@@ -266,6 +278,41 @@ class Verify(Op):
     expected: Signature
 
 
+@dataclass(frozen=True)
+class CacheNewPlaced(Op):
+    """A cache with a stated residency and one storage label per layer (PLAN-21)."""
+
+    name: ClassVar[str] = "cache_new_placed"
+    needs: ClassVar[str] = "plan_validity"
+    handle: NewHandle
+    geometry: Geometry
+    residency: str | None
+    layer_storage: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SessionValidity(Op):
+    """The held plan's outcome for this model, cache and step (PLAN-19)."""
+
+    name: ClassVar[str] = "session_validity"
+    needs: ClassVar[str] = "plan_validity"
+    result: ClassVar[ResultKind] = "validity"
+    session: Handle
+    model: Handle
+    cache: Handle
+    step: StepInputs
+
+
+@dataclass(frozen=True)
+class SessionRebind(Op):
+    """Rebind the held plan to a cache's allocation, guarded, all or nothing (PLAN-21)."""
+
+    name: ClassVar[str] = "session_rebind"
+    needs: ClassVar[str] = "plan_validity"
+    session: Handle
+    cache: Handle
+
+
 #: The protocol's own operations, outside the table: the handshake, the end of a
 #: program, the end of a session, and a batch of ``hash`` programs in one line.
 CONTROL = ("hello", "reset", "shutdown", "hash_batch")
@@ -277,6 +324,9 @@ class FieldSpec:
     kind: FieldKind
     #: Whether a request may leave the field out (the declared default applies).
     optional: bool
+    #: Added after protocol 1: left out of a request at its default, passed to a
+    #: Python adapter as a keyword only when present (PROTO-31).
+    added: bool = False
 
 
 @dataclass(frozen=True)
@@ -296,8 +346,16 @@ class OpSpec:
 
     @property
     def arguments(self) -> tuple[FieldSpec, ...]:
-        """The fields passed to the adapter method, in order (every field but a new handle)."""
-        return tuple(f for f in self.fields if f.kind != "new_handle")
+        """The fields passed positionally to the adapter method, in order.
+
+        Every field but a new handle and a field added after protocol 1 (PROTO-31).
+        """
+        return tuple(f for f in self.fields if f.kind != "new_handle" and not f.added)
+
+    @property
+    def added(self) -> tuple[FieldSpec, ...]:
+        """The fields added after protocol 1, passed as keywords only when present."""
+        return tuple(f for f in self.fields if f.added)
 
     @property
     def binds(self) -> str | None:
@@ -325,6 +383,9 @@ _KIND_OF_TYPE: dict[object, FieldKind] = {
     Payload: "payload",
     Signature: "signature",
     Signature | None: "signature_or_null",
+    Layout | None: "layout_or_null",
+    str | None: "str_or_null",
+    tuple[str, ...]: "str_list",
 }
 
 
@@ -335,7 +396,11 @@ def _spec(cls: type[Op]) -> OpSpec:
         kind = _KIND_OF_TYPE.get(hints[f.name])
         if kind is None:
             raise TypeError(f"{cls.__name__}.{f.name}: no field kind for {hints[f.name]!r}")
-        fields.append(FieldSpec(f.name, kind, f.default is not dataclasses.MISSING))
+        fields.append(
+            FieldSpec(
+                f.name, kind, f.default is not dataclasses.MISSING, bool(f.metadata.get("added"))
+            )
+        )
     return OpSpec(cls, cls.name, cls.needs, cls.result, tuple(fields))
 
 
@@ -362,6 +427,9 @@ TABLE: tuple[OpSpec, ...] = tuple(
         Measure,
         Stamp,
         Verify,
+        CacheNewPlaced,
+        SessionValidity,
+        SessionRebind,
     )
 )
 #: The table by wire name (= scenario verb = adapter method).
