@@ -306,3 +306,36 @@ def test_in_process_results_are_held_to_the_wire_types() -> None:
     assert [type(o).__name__ for o in outcomes] == ["Ok", "Broken", "Broken", "Ok"]
     assert "expected an unsigned 64-bit integer" in outcomes[1].reason  # type: ignore[union-attr]
     assert outcomes[3].value is None  # type: ignore[union-attr]
+
+
+# Fields added after protocol 1 (PROTO-31) ------------------------------------------
+
+
+class _FirstProtocolOneAdapter(ReferenceAdapter):
+    """An adapter written before ``layout`` existed: its methods take no such keyword."""
+
+    def measure(self, model_name: str, payload: Any) -> Any:  # type: ignore[override]
+        return super().measure(model_name, payload)
+
+    def stamp(self, model_name: str, payload: Any) -> Any:  # type: ignore[override]
+        return super().stamp(model_name, payload)
+
+
+@pytest.mark.covers("PROTO-31")
+def test_a_field_added_later_is_left_out_at_its_default() -> None:
+    payload = (LayerDesc(2, 4, 3, 24, 24),)
+    v1 = codec.to_wire(ops.Stamp("m", payload))
+    assert "layout" not in v1 and "v_head_dim" not in v1["payload"][0]
+    v2 = codec.to_wire(
+        ops.Stamp("m", (LayerDesc(2, 4, 3, 24, 12, v_head_dim=2),), Layout(3, None))
+    )
+    assert v2["layout"] == {"block_size": 3, "sliding_window": None}
+    assert v2["payload"][0]["v_head_dim"] == 2
+    # In process, a method without the keyword is called exactly as before.
+    handles = Handles()
+    sig = call(_FirstProtocolOneAdapter(), handles, ops.Stamp("m", payload))
+    assert sig == Signature(1, "m", 1, 2, 4, "f32", 3)
+    # A v1 signature has no layout member on the wire; a v2 one always has both members.
+    assert "layout" not in codec.to_wire(ops.Verify(sig, payload, sig))["recorded"]
+    with pytest.raises(codec.WireError, match="sliding_window: missing"):
+        codec.layout_from_wire({"block_size": 3}, "layout")

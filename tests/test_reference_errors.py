@@ -34,8 +34,13 @@ from kvconform_reference.errors import (
     UnsupportedFormat,
 )
 from kvconform_reference.kv_cache import CacheGeometry, KvCache, KvLayer
+from kvconform_reference.model import Model, ModelConfig
+from kvconform_reference.plan import DecodePlan
 from kvconform_reference.signature import (
     SIGNATURE_FIELDS,
+    SIGNATURE_FIELDS_V2,
+    V2,
+    BlockLayout,
     CacheSignature,
     FormatProfile,
     StoredLayer,
@@ -43,7 +48,9 @@ from kvconform_reference.signature import (
 )
 from kvconform_reference.verify import UnverifiedBlock, verify
 
-pytestmark = pytest.mark.covers("ERR-8", "ERR-2", "ERR-3", "ERR-4", "ERR-5", "ERR-6", "ERR-7")
+pytestmark = pytest.mark.covers(
+    "ERR-8", "ERR-2", "ERR-3", "ERR-4", "ERR-5", "ERR-6", "ERR-7", "ERR-10", "ERR-11", "ERR-12"
+)
 
 
 # ---------------------------------------------------------------------------
@@ -124,7 +131,26 @@ REAL: dict[str, Callable[[], object]] = {
     "layer_out_of_range": _replace_layer(12, 3, 5, 7),
     "layer_shape_mismatch": _replace_layer(1, 3, 6, 7),
     "layer_shape_mismatch_cap": _replace_layer(0, 3, 5, 99),
+    "bad_layout_block": lambda: measure("model-a", _payload(), V2, BlockLayout(0, 8)),
+    "bad_layout_misaligned": lambda: measure("model-a", _payload(), V2, BlockLayout(4, 6)),
+    "split_kv_head_width": lambda: measure(
+        "model-a",
+        _with(_payload(), 1, v_head_dim=4, v=np.zeros(32, np.float32)),
+        V2,
+        BlockLayout(4),
+    ),
+    "block_size_mismatch": lambda: measure("model-a", _payload(), V2, BlockLayout(8)),
+    "residency_unknown": lambda: _rebind(KvCache(GEOMETRY, residency=None)),
+    "residency_differs": lambda: _rebind(KvCache(GEOMETRY, residency="gpu1")),
+    "missing_slot": lambda: _rebind(
+        KvCache(dataclasses.replace(GEOMETRY, n_layers=1), layer_storage=("host-f32",))
+    ),
+    "storage_differs": lambda: _rebind(KvCache(GEOMETRY, layer_storage=("host-f32", "q8"))),
 }
+
+
+def _rebind(incoming: KvCache) -> None:
+    DecodePlan(Model(ModelConfig("llama", {}, {})), KvCache(GEOMETRY)).rebind(incoming)
 
 
 @pytest.fixture(params=sorted(REAL), scope="module")
@@ -153,6 +179,18 @@ TABLE: dict[str, tuple[frozenset[str] | None, bool, tuple[str, ...]]] = {
         True,
         ("expected", "found"),
     ),
+    "bad_layout": (
+        frozenset({"block_size", "sliding_window"}),
+        False,
+        ("block_size", "sliding_window"),
+    ),
+    "split_kv_head_width": (None, True, ("head_dim", "v_head_dim")),
+    "block_size_mismatch": (None, False, ("block_size", "tokens")),
+    "residency_unknown": (None, False, ()),
+    "residency_differs": (None, False, ("baked", "incoming")),
+    "missing_slot": (None, True, ("which",)),
+    "unbaked_slot": (None, True, ("which",)),
+    "storage_differs": (None, True, ("which", "baked", "incoming")),
 }
 
 
@@ -208,10 +246,25 @@ def test_error_kinds_are_a_closed_set() -> None:
         "incompatible",
     }
     cache = {"capacity_exceeded", "layer_out_of_range", "layer_shape_mismatch"}
-    assert set(ERROR_KINDS) == block | cache
+    block_v2 = {"bad_layout", "split_kv_head_width", "block_size_mismatch"}  # ERR-10
+    rebind = {  # ERR-11
+        "residency_unknown",
+        "residency_differs",
+        "missing_slot",
+        "unbaked_slot",
+        "storage_differs",
+    }
+    assert set(ERROR_KINDS) == block | cache | block_v2 | rebind
     for name, cls in ERROR_KINDS.items():
         assert cls.kind == name
-        assert issubclass(cls, SignatureError if name in block else CacheError)
+        family = (
+            SignatureError
+            if name in block | block_v2
+            else CacheError
+            if name in cache
+            else errors.RebindRefusal
+        )
+        assert issubclass(cls, family)
     defined = {
         obj.kind
         for obj in vars(errors).values()
@@ -227,12 +280,13 @@ def test_every_real_refusal_is_of_a_listed_kind(real_error: KvError) -> None:
 
 
 def test_every_kind_is_produced_by_some_check() -> None:
-    """ERR-8: every kind but ``unrepresentable`` is reachable from real operations.
+    """ERR-8: every kind but ``unrepresentable`` and ``unbaked_slot`` is reachable.
 
     The reference holds every stamp value (any dtype name as a string, unbounded
-    integers), so it never meets a value it cannot represent (ERR-9).
+    integers), so it never meets a value it cannot represent (ERR-9); its plans
+    bake every slot they have, so none is ever unbaked (PLAN-21).
     """
-    reachable = set(ERROR_KINDS) - {"unrepresentable"}
+    reachable = set(ERROR_KINDS) - {"unrepresentable", "unbaked_slot"}
     assert {_catch(action).kind for action in REAL.values()} == reachable
 
 
@@ -244,7 +298,8 @@ def test_each_kind_carries_its_field_layer_and_values(real_error: KvError) -> No
     else:
         assert real_error.field_name in fields
     assert (real_error.layer is not None) is has_layer
-    assert tuple(real_error.values()) == value_names
+    extra = ("remainder",) if getattr(real_error, "remainder", None) is not None else ()
+    assert tuple(real_error.values()) == value_names + extra  # a misaligned window (PROF-7)
 
 
 @pytest.mark.parametrize(
@@ -277,7 +332,8 @@ def test_real_refusals_carry_exact_parts(
 
 def test_field_names_are_canonical(real_error: KvError) -> None:
     """ERR-3: underscored canonical identifiers, never the seed's spaced spellings."""
-    allowed = set(SIGNATURE_FIELDS) | {
+    allowed = set(SIGNATURE_FIELDS_V2) | {  # ERR-12 adds block_size, sliding_window, positions
+        "positions",
         "layer_shape",
         "k_length",
         "v_length",
@@ -301,8 +357,10 @@ def test_values_are_typed(real_error: KvError) -> None:
         elif field == "layer_shape":
             assert isinstance(value, tuple) and len(value) == 2
             assert all(type(v) is int for v in value)
-        elif field in ("model", "dtype"):
-            assert isinstance(value, str)
+        elif field in ("model", "dtype") or name in ("which", "baked", "incoming"):
+            assert isinstance(value, str)  # storage and residency labels are strings (ERR-11)
+        elif name == "sliding_window":
+            assert value is None or type(value) is int  # null when absent (ERR-12)
         else:
             assert type(value) is int, f"{real_error.kind}.{name} = {value!r}"
     if real_error.layer is not None:

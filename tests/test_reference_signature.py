@@ -29,6 +29,8 @@ from kvconform_reference.signature import (
     DTYPES,
     SIGNATURE_FIELDS,
     V1,
+    V2,
+    BlockLayout,
     CacheSignature,
     FormatProfile,
     StoredLayer,
@@ -150,20 +152,19 @@ def test_an_empty_payload_is_rejected() -> None:
 
 
 def test_signature_has_exactly_the_seven_fields() -> None:
-    """SIG-1: format_version, model, n_layers, n_kv_heads, head_dim, dtype, tokens, in order."""
+    """SIG-1: format_version, model, n_layers, n_kv_heads, head_dim, dtype, tokens, in order;
+    then the layout, which only a version-2 signature carries (PROF-5)."""
     names = tuple(f.name for f in dataclasses.fields(CacheSignature))
-    assert (
-        names
-        == SIGNATURE_FIELDS
-        == (
-            "format_version",
-            "model",
-            "n_layers",
-            "n_kv_heads",
-            "head_dim",
-            "dtype",
-            "tokens",
-        )
+    assert names == (*SIGNATURE_FIELDS, "layout")
+    assert measure("m", payload(1, 1, 1, 1)).layout is None
+    assert SIGNATURE_FIELDS == (
+        "format_version",
+        "model",
+        "n_layers",
+        "n_kv_heads",
+        "head_dim",
+        "dtype",
+        "tokens",
     )
     sig = measure("m", payload(1, 1, 1, 1))
     assert isinstance(sig.format_version, int) and 0 <= sig.format_version < 1 << 32
@@ -177,8 +178,9 @@ def test_signature_has_exactly_the_seven_fields() -> None:
 
 def test_measuring_takes_no_expected_shape() -> None:
     """SIG-2 / SIG-13: measure and stamp take a model and the layers, nothing to fill from."""
-    assert list(inspect.signature(measure).parameters) == ["model", "layers", "profile"]
-    assert list(inspect.signature(stamp).parameters) == ["model", "layers", "profile"]
+    # The layout is the writer's, like the model (PROF-6); nothing is the reader's.
+    assert list(inspect.signature(measure).parameters) == ["model", "layers", "profile", "layout"]
+    assert list(inspect.signature(stamp).parameters) == ["model", "layers", "profile", "layout"]
     # Every shape field follows the payload, whatever the caller might have wanted.
     for shape in [(1, 1, 1, 0), (2, 3, 5, 7), (4, 8, 2, 1)]:
         sig = measure("m", payload(*shape))
@@ -324,16 +326,19 @@ def test_format_version_written_and_measured_under_the_recorded_version() -> Non
     layers = tuple(payload(2, 2, 4, 3))
     assert stamp("m", layers).signature.format_version == V1.version
     reader = FormatProfile(version=1, readable=(1, 2), payload_dtype="f32")
-    v2_stamp = dataclasses.replace(measure("m", layers), format_version=2)
+    v2_stamp = dataclasses.replace(
+        measure("m", layers), format_version=2, layout=BlockLayout(3, None)
+    )
     block = verify(UnverifiedBlock(v2_stamp, layers), v2_stamp, reader)
-    assert block.signature.format_version == 2
+    assert block.signature == v2_stamp  # measured as v2, under its recorded layout
     # The v2 block measured as v2 is then judged in step 5 against a v1 expectation.
     with pytest.raises(Incompatible) as excinfo:
         verify(UnverifiedBlock(v2_stamp, layers), measure("m", layers), reader)
     assert excinfo.value == Incompatible(field="format_version", expected=1, found=2)
-    # A profile that writes 2 stamps 2.
-    writer = FormatProfile(version=2, readable=(2,), payload_dtype="f32")
-    assert stamp("m", layers, writer).signature.format_version == 2
+    # A profile that writes 2 stamps 2, under the layout its writer supplies (PROF-6).
+    assert stamp("m", layers, V2, BlockLayout(3, 6)).signature == v2_stamp.__class__(
+        2, "m", 2, 2, 4, "f32", 3, BlockLayout(3, 6)
+    )
 
 
 def test_stamping_is_measuring() -> None:
@@ -352,7 +357,7 @@ def test_stamping_is_measuring() -> None:
 def test_profiles_fix_version_readable_set_and_payload_type() -> None:
     """PROF-1 / PROF-2 / PROF-3: v1 writes 1, reads exactly {1} (a listed set), f32 payloads."""
     fields = {f.name for f in dataclasses.fields(FormatProfile)}
-    assert fields == {"version", "readable", "payload_dtype"}
+    assert fields == {"version", "readable", "payload_dtype", "fields", "revision", "has_layout"}
     assert FormatProfile(version=1, readable=(1,), payload_dtype="f32") == V1
     assert isinstance(V1.readable, tuple)
     assert verify_mod.stamp("m", payload(1, 1, 1, 1)).signature.format_version == 1

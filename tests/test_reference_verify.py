@@ -225,16 +225,16 @@ def test_unreadable_versions_older_or_newer_are_refused(version: int) -> None:
 
 
 def test_readable_set_is_an_explicit_sorted_list() -> None:
-    """VERIFY-3 / PROF-3: a listed set, not a range -- 2 is refused by a reader of {3, 1} --
-    and it is reported sorted."""
-    reader = FormatProfile(version=3, readable=(3, 1), payload_dtype="f32")
+    """VERIFY-3 / PROF-3: a listed set, not a range -- 3 is refused by a reader of {4, 1} --
+    and it is reported sorted. (Versions 3 and 4 are hypothetical layout-free ones.)"""
+    reader = FormatProfile(version=4, readable=(4, 1), payload_dtype="f32")
     layers = payload(1, 1, 2, 1)
-    stamp_ = dataclasses.replace(measure("m", layers), format_version=2)
+    stamp_ = dataclasses.replace(measure("m", layers), format_version=3)
     err = refusal(UnverifiedBlock(stamp_, layers), stamp_, reader)
-    assert err == UnsupportedFormat(found=2, readable=(1, 3))
+    assert err == UnsupportedFormat(found=3, readable=(1, 4))
     assert list(err.readable) == sorted(err.readable)
     # Both listed versions are read.
-    for version in (1, 3):
+    for version in (1, 4):
         ok = dataclasses.replace(stamp_, format_version=version)
         assert verify(UnverifiedBlock(ok, layers), ok, reader).signature == ok
 

@@ -87,8 +87,47 @@ def test_handshake_declares_every_class_and_profile_v1(binary: Path) -> None:
         info = driver.info
     assert info.name == "kvconform-rust-adapter"
     assert info.language == "rust"
-    assert info.classes == frozenset({"hash", "identity", "plan", "signature", "verify"})
+    assert info.classes == frozenset(
+        {"hash", "identity", "plan", "signature", "verify", "plan_validity"}
+    )
     assert (info.format_writes, info.format_reads) == (1, frozenset({1}))
+
+
+#: The adapter's declarations chosen by flag: profile v2 on either upstream line, the
+#: two steps of a rolling upgrade, and the window left out of the plan key.
+FLAGS = {
+    "v2": ["--writes", "2"],
+    "v2-layout-only": ["--writes", "2", "--v2-revision", "layout_only"],
+    "rolling-v1": ["--writes", "1", "--reads", "1,2"],
+    "rolling-v2": ["--writes", "2", "--reads", "1,2"],
+    "window-structure": ["--plan-key-window", "structure"],
+}
+
+
+@pytest.mark.covers("PROF-5", "PROF-11", "PROF-12", "PLAN-25", "CONF-11")
+@pytest.mark.parametrize("name", sorted(FLAGS))
+def test_every_declaration_of_the_rust_adapter_passes(binary: Path, name: str) -> None:
+    """Each declaration passes everything it applies to; what it sets aside is for
+    another option value or another format declaration, never for a class it lacks."""
+    with StdioDriver([str(binary), *FLAGS[name]]) as driver:
+        results = runner.run_cases(suite.all_cases(), driver)
+    failed = [r.report() for r in results if r.verdict == "failed"]
+    assert not failed, "\n\n".join(failed)
+    unexplained = [
+        f"{r.case.id}: {r.reason}"
+        for r in results
+        if r.verdict == "not_applicable" and not for_another_option(r)
+    ]
+    assert not unexplained, "\n".join(unexplained)
+    assert sum(r.verdict == "passed" for r in results) > len(results) // 2
+
+
+def test_a_bad_flag_is_one_line_and_exit_status_2(binary: Path) -> None:
+    done = subprocess.run(
+        [str(binary), "--writes", "3"], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and "--writes" in done.stderr
 
 
 def test_whole_suite_passes_against_the_rust_adapter(binary: Path) -> None:

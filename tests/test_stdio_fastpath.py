@@ -129,6 +129,7 @@ OPS: list[ops.Op] = [
     ops.CacheAllocId("c"),
     ops.Hash((MixOp("finish"),)),
     ops.Measure("m", ()),
+    ops.SessionValidity("s", "m", "c", StepInputs()),
 ]
 
 

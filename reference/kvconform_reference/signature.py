@@ -86,10 +86,8 @@ class FormatProfile:
     fields: tuple[str, ...] = SIGNATURE_FIELDS
     #: Under v2, which upstream reading of a layer's width and claim (PROF-11).
     revision: str = "split_width"
-
-    @property
-    def has_layout(self) -> bool:
-        return self.version >= 2
+    #: Whether every block carries a layout (PROF-5).
+    has_layout: bool = False
 
     @property
     def claim_field(self) -> str:
@@ -100,12 +98,20 @@ class FormatProfile:
 #: Format version 1 (PROF-2): reads exactly {1}, payload buffers are f32.
 V1 = FormatProfile(version=1, readable=(1,), payload_dtype="f32")
 #: Format version 2 (PROF-5): a layout on every block, reads exactly {2}.
-V2 = FormatProfile(version=2, readable=(2,), payload_dtype="f32", fields=SIGNATURE_FIELDS_V2)
+V2 = FormatProfile(
+    version=2, readable=(2,), payload_dtype="f32", fields=SIGNATURE_FIELDS_V2, has_layout=True
+)
 
 
 def profile_for(version: int, revision: str = "split_width") -> FormatProfile:
-    """The rules a block of ``version`` is measured under (SIG-12, PROF-12)."""
-    return replace(V2 if version == 2 else V1, revision=revision)
+    """The rules a block of ``version`` is measured under (SIG-12, PROF-12).
+
+    Version 2 has a layout (PROF-5); every other version a reader lists is
+    measured without one, as version 1 is (PROF-2).
+    """
+    if version == 2:
+        return replace(V2, revision=revision)
+    return replace(V1, version=version, readable=(version,), revision=revision)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,11 @@ one misreading and nothing else.
   a chosen class.
 - :class:`BlockAdapter` measures and verifies with overridable functions.
 - :class:`FaultAdapter` rewrites every refusal it reports.
+- :class:`LayoutAdapter` is the reference under profile v2 (or a rolling
+  upgrade), measuring with a :class:`LayoutMeasurer` and verifying with a
+  :class:`LayoutVerifier`, each the reference function cut into its rules.
+- :class:`ValidityAdapter` holds plans of class :attr:`ValidityAdapter.plan_cls`,
+  a :class:`GuardedPlan` (the reference plan, its rebind cut into its checks).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from kvconform_reference import errors, hasher, kv_cache, model, plan, signature
 from kvconform import values
 from kvconform.adapters.reference import (
     ReferenceAdapter,
+    block_layout,
     cache_geometry,
     fault_of,
     from_signature,
@@ -486,6 +492,307 @@ class FaultAdapter(ReferenceAdapter):
         return self._reported(super().verify(recorded, payload, expected))
 
 
+# --- profile v2 blocks ----------------------------------------------------------
+
+MeasureUnder = Callable[
+    [str, Sequence[signature.StoredLayer], signature.FormatProfile, "signature.BlockLayout | None"],
+    signature.CacheSignature,
+]
+
+
+class LayoutMeasurer:
+    """``reference.signature.measure`` under any profile, one method per rule.
+
+    ``LayoutMeasurer().measure`` is the reference function (PROF-7, PROF-8,
+    PROF-11, SIG-5 .. SIG-9); a mutant overrides one method.
+    """
+
+    def measure(
+        self,
+        model_name: str,
+        layers: Sequence[signature.StoredLayer],
+        profile: signature.FormatProfile,
+        layout: signature.BlockLayout | None,
+    ) -> signature.CacheSignature:
+        self.check_layout(profile, layout)
+        if not layers:
+            raise errors.EmptyPayload()
+        first = layers[0]
+        n_kv_heads, head_dim = first.n_kv_heads, first.head_dim
+        per_token = n_kv_heads * head_dim
+        if n_kv_heads < 1 or head_dim < 1 or per_token > signature.U64_MAX:
+            raise errors.DegenerateLayer(layer_index=0, n_kv_heads=n_kv_heads, head_dim=head_dim)
+        tokens = self.measure_layer(0, first, per_token, profile)
+        for index, layer in enumerate(layers[1:], start=1):
+            if (layer.n_kv_heads, layer.head_dim) != (n_kv_heads, head_dim):
+                raise errors.RaggedPayload(
+                    layer_index=index,
+                    field="layer_shape",
+                    expected=(n_kv_heads, head_dim),
+                    found=(layer.n_kv_heads, layer.head_dim),
+                )
+            layer_tokens = self.measure_layer(index, layer, per_token, profile)
+            if layer_tokens != tokens:
+                raise errors.RaggedPayload(
+                    layer_index=index, field="token_count", expected=tokens, found=layer_tokens
+                )
+        self.check_whole_block(layout, tokens)
+        return signature.CacheSignature(
+            format_version=profile.version,
+            model=model_name,
+            n_layers=len(layers),
+            n_kv_heads=n_kv_heads,
+            head_dim=head_dim,
+            dtype=BUFFER_DTYPES.get(first.k.dtype, str(first.k.dtype)),
+            tokens=tokens,
+            layout=layout,
+        )
+
+    def check_layout(
+        self, profile: signature.FormatProfile, layout: signature.BlockLayout | None
+    ) -> None:
+        """The layout first (PROF-7, PROF-8); v1 has none (PROF-2)."""
+        if profile.has_layout:
+            if layout is None:
+                raise ValueError("profile v2 measures under a layout the writer supplies (PROF-6)")
+            self.check_layout_fields(layout)
+        elif layout is not None:
+            raise ValueError("profile v1 has no layout (PROF-2)")
+
+    def check_layout_fields(self, layout: signature.BlockLayout) -> None:
+        """``BlockLayout.check``: block size, zero window, alignment (PROF-7)."""
+        layout.check()
+
+    def measure_layer(
+        self,
+        index: int,
+        layer: signature.StoredLayer,
+        per_token: int,
+        profile: signature.FormatProfile,
+    ) -> int:
+        """One layer's tokens, split width included (SIG-7, PROF-11)."""
+        return signature._measure_layer(index, layer, per_token, profile)
+
+    def check_whole_block(self, layout: signature.BlockLayout | None, tokens: int) -> None:
+        """After every layer: exactly one whole block (PROF-8, PROF-9)."""
+        if layout is not None and tokens != layout.block_size:
+            raise errors.BlockSizeMismatch(block_size=layout.block_size, tokens=tokens)
+
+
+class LayoutVerifier:
+    """``reference.verify.verify``, one method per step (VERIFY-10, PROF-12).
+
+    ``LayoutVerifier().verify`` is the reference function; a mutant overrides one
+    method.
+    """
+
+    def verify(
+        self,
+        block: verify.UnverifiedBlock,
+        expected: signature.CacheSignature,
+        profile: signature.FormatProfile,
+        readable: tuple[int, ...],
+        measure: MeasureUnder,
+    ) -> verify.KvBlock:
+        recorded = block.signature
+        if recorded is None:  # 1.
+            raise errors.Unmarked()
+        if not self.readable(recorded.format_version, profile, readable):  # 2.
+            raise errors.UnsupportedFormat(
+                found=recorded.format_version, readable=tuple(sorted(readable))
+            )
+        rules = self.rules(recorded, profile)
+        layout = self.layout(recorded, expected, rules)
+        actual = self.measured(measure, recorded, block.layers, rules, layout)  # 2b, 3.
+        self.compare(recorded, actual, self.fields(rules), payload_mismatch)  # 4.
+        self.compare(expected, actual, self.fields(rules), incompatible)  # 5.
+        return verify.KvBlock(signature=actual, layers=block.layers)
+
+    def readable(
+        self, version: int, profile: signature.FormatProfile, readable: tuple[int, ...]
+    ) -> bool:
+        """The readable set is a list, not a range (VERIFY-3)."""
+        return version in readable
+
+    def rules(
+        self, recorded: signature.CacheSignature, profile: signature.FormatProfile
+    ) -> signature.FormatProfile:
+        """The rules of the recorded version (SIG-12, PROF-12)."""
+        return signature.profile_for(recorded.format_version, profile.revision)
+
+    def layout(
+        self,
+        recorded: signature.CacheSignature,
+        expected: signature.CacheSignature,
+        rules: signature.FormatProfile,
+    ) -> signature.BlockLayout | None:
+        """The stamp's layout, never the expectation's (PROF-6)."""
+        layout = recorded.layout if rules.has_layout else None
+        if rules.has_layout and layout is None:
+            raise ValueError("a version-2 stamp carries a layout (PROF-5)")
+        return layout
+
+    def measured(
+        self,
+        measure: MeasureUnder,
+        recorded: signature.CacheSignature,
+        layers: Sequence[signature.StoredLayer],
+        rules: signature.FormatProfile,
+        layout: signature.BlockLayout | None,
+    ) -> signature.CacheSignature:
+        """The payload measured under the recorded model, rules and layout."""
+        return measure(recorded.model, layers, rules, layout)
+
+    def fields(self, rules: signature.FormatProfile) -> Sequence[str]:
+        """The fields compared, in order (VERIFY-4, PROF-10)."""
+        return rules.fields
+
+    def compare(
+        self,
+        claim: signature.CacheSignature,
+        actual: signature.CacheSignature,
+        fields: Sequence[str],
+        error: Callable[[str, Any, Any], errors.SignatureError],
+    ) -> None:
+        """``reference.verify._compare``: ``None`` is a value of its own (PROF-10)."""
+        for name in fields:
+            claimed, measured = claim.field_value(name), actual.field_value(name)
+            if claimed != measured or type(claimed) is not type(measured):
+                raise error(name, claimed, measured)
+
+
+class LayoutAdapter(ReferenceAdapter):
+    """The reference writing version 2 unless told otherwise, its blocks by overridable parts.
+
+    Measuring and stamping use :attr:`measurer`; verifying uses :attr:`verifier`
+    measuring with :attr:`measurer`; a layout crosses the interface through
+    :meth:`layout_of`. Constructed like the reference (``writes``, ``reads``,
+    ``revision``), with ``writes=2`` by default.
+    """
+
+    measurer: LayoutMeasurer = LayoutMeasurer()
+    verifier: LayoutVerifier = LayoutVerifier()
+
+    def __init__(
+        self,
+        writes: int = 2,
+        reads: tuple[int, ...] | None = None,
+        revision: str = "split_width",
+    ) -> None:
+        super().__init__(writes, reads, revision)
+
+    def layout_of(self, layout: values.Layout | None) -> signature.BlockLayout | None:
+        """The adapter's conversion of a layout (stamp's, writer's or expectation's)."""
+        return block_layout(layout)
+
+    def signature_of(self, sig: values.Signature) -> signature.CacheSignature:
+        return replace(from_signature(sig), layout=self.layout_of(sig.layout))
+
+    def measure_layers(
+        self,
+        model_name: str,
+        layers: Sequence[signature.StoredLayer],
+        profile: signature.FormatProfile,
+        layout: signature.BlockLayout | None,
+    ) -> signature.CacheSignature:
+        return self.measurer.measure(model_name, layers, profile, layout)
+
+    def measure(
+        self, model_name: str, payload: values.Payload, *, layout: values.Layout | None = None
+    ) -> values.Signature | values.Fault:
+        try:
+            measured = self.measure_layers(
+                model_name, stored_layers(payload), self.profile, self.layout_of(layout)
+            )
+        except errors.SignatureError as exc:
+            return fault_of(exc)
+        return to_signature(measured)
+
+    def stamp(
+        self, model_name: str, payload: values.Payload, *, layout: values.Layout | None = None
+    ) -> values.Signature | values.Fault:
+        # SIG-13: stamping is measuring.
+        return self.measure(model_name, payload, layout=layout)
+
+    def verify(
+        self,
+        recorded: values.Signature | None,
+        payload: values.Payload,
+        expected: values.Signature,
+    ) -> values.Signature | values.Fault:
+        block = verify.UnverifiedBlock(
+            None if recorded is None else self.signature_of(recorded),
+            tuple(stored_layers(payload)),
+        )
+        try:
+            verified = self.verifier.verify(
+                block, self.signature_of(expected), self.profile, self.readable, self.measure_layers
+            )
+        except errors.SignatureError as exc:
+            return fault_of(exc)
+        return to_signature(verified.signature)
+
+
+# --- plan validity ----------------------------------------------------------------
+
+
+class GuardedPlan(plan.DecodePlan):
+    """``reference.plan.DecodePlan`` with its rebind cut into its checks (PLAN-21).
+
+    ``rebind`` checks the residency, then each slot the plan baked, then commits;
+    with no method overridden it is the reference's.
+    """
+
+    def rebind(self, cache: kv_cache.KvCache) -> None:
+        self.check_residency(cache.residency)
+        incoming = cache.layer_storage
+        for layer, baked_slots in enumerate(self._slots):
+            for which, baked in zip(("k", "v"), baked_slots, strict=True):
+                self.check_slot(cache, layer, which, baked, incoming)
+        self.commit(cache)
+
+    def check_residency(self, incoming: str | None) -> None:
+        if incoming is None or self._residency is None:
+            raise errors.ResidencyUnknown()
+        if incoming != self._residency:
+            raise errors.ResidencyDiffers(baked=self._residency, incoming=incoming)
+
+    def check_slot(
+        self,
+        cache: kv_cache.KvCache,
+        layer: int,
+        which: str,
+        baked: str,
+        incoming: tuple[str, ...],
+    ) -> None:
+        if layer >= len(incoming):
+            raise errors.MissingSlot(layer_index=layer, which=which)
+        self.check_storage(layer, which, baked, incoming[layer])
+
+    def check_storage(self, layer: int, which: str, baked: str, incoming: str) -> None:
+        if incoming != baked:
+            raise errors.StorageDiffers(
+                layer_index=layer, which=which, baked=baked, incoming=incoming
+            )
+
+    def commit(self, cache: kv_cache.KvCache) -> None:
+        """Adopt ``cache``'s allocation, all at once (PLAN-22, PLAN-23)."""
+        self._identity = replace(self._identity, alloc=cache.alloc_id.value)
+        self.key = self._identity.key()
+        self._slots = tuple((label, label) for label in cache.layer_storage[: len(self._slots)])
+
+
+class ValidityAdapter(ReferenceAdapter):
+    """The reference with plans of class :attr:`plan_cls`."""
+
+    plan_cls: type[plan.DecodePlan] = GuardedPlan
+
+    def session_new(
+        self, m: model.Model, cache: kv_cache.KvCache, step_tokens: int
+    ) -> plan.DecodePlan:
+        return self.plan_cls(m, cache, step_tokens)
+
+
 #: Every kit adapter with all hooks at their defaults: each must pass the whole suite.
 KIT_ADAPTERS: tuple[type[ReferenceAdapter], ...] = (
     PlanAdapter,
@@ -494,4 +801,6 @@ KIT_ADAPTERS: tuple[type[ReferenceAdapter], ...] = (
     CacheAdapter,
     BlockAdapter,
     FaultAdapter,
+    LayoutAdapter,
+    ValidityAdapter,
 )

@@ -742,16 +742,17 @@ class _Compiler:
             "tokens",
         )
         defaults: dict[str, Any] = {"format_version": 1, "dtype": "f32"}
+        layout: Layout | None = None
         if "like" in args:
             base = self.scope.signatures.get(args["like"])
             if base is None:
                 raise self._fail((*at, "like"), f"no signature named {args['like']!r}")
             defaults = {name: getattr(base, name) for name in fields}
+            layout = base.layout
         values = {**defaults, **{k: v for k, v in args.items() if k in fields}}
         missing = [name for name in fields if name not in values]
         if missing:
             raise self._fail(at, f"missing {missing[0]} (or 'like')")
-        layout = base.layout if "like" in args else None
         if "block_size" in args or "sliding_window" in args:
             if "block_size" not in args and layout is None:
                 raise self._fail(at, "a layout needs block_size (PROF-5)")

@@ -1,0 +1,353 @@
+"""PROF (v2) mutants: blocks with a layout, stamped and verified with one misreading each.
+
+Each is :class:`~._kit.LayoutAdapter` -- the reference under profile v2, or in a
+rolling upgrade where the misreading is a rolling reader's -- with one method
+of its :class:`~._kit.LayoutMeasurer`, its :class:`~._kit.LayoutVerifier` or
+its layout conversion overridden; the changed line is marked ``MUTATION``. A
+broken measurer serves ``measure``, ``stamp`` and the measuring step of
+``verify`` alike, as it would in an implementation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from kvconform_reference import errors, signature
+from kvconform_reference.signature import BlockLayout, CacheSignature, FormatProfile, StoredLayer
+
+from kvconform import values
+
+from . import mutant
+from ._kit import LayoutAdapter, LayoutMeasurer, LayoutVerifier, MeasureUnder
+
+# --- PROF-5 .. PROF-7: the layout ---------------------------------------------------
+
+
+@mutant(
+    "prof-zero-window-is-full-causal",
+    breaks=("PROF-7", "PROF-10"),
+    half="under",
+    plausible="the window is held as a plain integer with 0 for 'no window', as in the "
+    "upstream disk header; a zero window then reads as full causal and is stamped and "
+    "measured instead of refused",
+)
+class ProfZeroWindowIsFullCausal(LayoutAdapter):
+    def layout_of(self, layout: values.Layout | None) -> BlockLayout | None:
+        if layout is None:
+            return None
+        # MUTATION: an Option collapsed into an integer, 0 standing for None
+        return BlockLayout(layout.block_size, layout.sliding_window or None)
+
+
+@mutant(
+    "prof-stamp-drops-the-window",
+    breaks=("PROF-6", "PROF-5", "SIG-13"),
+    half="under",
+    plausible="the writer path predates windows and stamps the block size it is given "
+    "with the default layout's window (full causal); a windowed block is then stamped as "
+    "a full-causal one",
+)
+class ProfStampDropsTheWindow(LayoutAdapter):
+    def stamp(
+        self, model_name: str, payload: values.Payload, *, layout: values.Layout | None = None
+    ) -> values.Signature | values.Fault:
+        if layout is not None:
+            layout = values.Layout(layout.block_size, None)  # MUTATION: the default window
+        return super().stamp(model_name, payload, layout=layout)
+
+
+class _WindowUnaligned(LayoutMeasurer):
+    def check_layout_fields(self, layout: BlockLayout) -> None:
+        bs, window = layout.block_size, layout.sliding_window
+        if bs < 1:
+            raise errors.BadLayout(field="block_size", block_size=bs, sliding_window=window)
+        if window is not None and window < 1:
+            raise errors.BadLayout(field="sliding_window", block_size=bs, sliding_window=window)
+        # MUTATION: no alignment check
+
+
+@mutant(
+    "prof-misaligned-window-accepted",
+    breaks=("PROF-7",),
+    half="under",
+    plausible="both numbers are positive, so the layout 'looks valid'; that the block size "
+    "must divide the window is a consequence of how blocks are evicted, easy to leave out",
+)
+class ProfMisalignedWindowAccepted(LayoutAdapter):
+    measurer = _WindowUnaligned()
+
+
+class _WindowFirst(LayoutMeasurer):
+    def check_layout_fields(self, layout: BlockLayout) -> None:
+        bs, window = layout.block_size, layout.sliding_window
+        if window is not None:  # MUTATION: the window's checks before the block size's
+            if window < 1:
+                raise errors.BadLayout(field="sliding_window", block_size=bs, sliding_window=window)
+            if window % bs:
+                raise errors.BadLayout(
+                    field="sliding_window", block_size=bs, sliding_window=window, remainder=window % bs
+                )
+        if bs < 1:
+            raise errors.BadLayout(field="block_size", block_size=bs, sliding_window=window)
+
+
+@mutant(
+    "prof-zero-block-size-checked-after-the-window",
+    breaks=("PROF-7", "ERR-10"),
+    half="contract",
+    plausible="the window is the new field, so its checks are written first and the block "
+    "size check appended; a zero block size with a window then divides by zero (or is "
+    "reported as a bad window)",
+)
+class ProfZeroBlockSizeCheckedAfterTheWindow(LayoutAdapter):
+    measurer = _WindowFirst()
+
+
+# --- PROF-8, PROF-9: one whole block ------------------------------------------------
+
+
+class _NoWholeBlock(LayoutMeasurer):
+    def check_whole_block(self, layout: BlockLayout | None, tokens: int) -> None:
+        pass  # MUTATION: a partial tail block is a block
+
+
+@mutant(
+    "prof-partial-block-accepted",
+    breaks=("PROF-8", "PROF-9", "VERIFY-11"),
+    half="under",
+    plausible="the block size is metadata recorded for the reader, and the payload is "
+    "measured as under v1; the last, partial block of a sequence is then stamped and "
+    "read as a whole one",
+)
+class ProfPartialBlockAccepted(LayoutAdapter):
+    measurer = _NoWholeBlock()
+
+
+class _BlockSizeFirst(LayoutMeasurer):
+    def measure(
+        self,
+        model_name: str,
+        layers: Sequence[StoredLayer],
+        profile: FormatProfile,
+        layout: BlockLayout | None,
+    ) -> CacheSignature:
+        self.check_layout(profile, layout)
+        if layout is not None and layers:  # MUTATION: the cheap check before the layers
+            first = layers[0]
+            per_token = first.n_kv_heads * first.head_dim
+            if per_token > 0 and first.k.size // per_token != layout.block_size:
+                raise errors.BlockSizeMismatch(
+                    block_size=layout.block_size, tokens=first.k.size // per_token
+                )
+        return super().measure(model_name, layers, profile, layout)
+
+
+@mutant(
+    "prof-block-size-checked-before-the-layers",
+    breaks=("PROF-8", "SIG-9"),
+    half="contract",
+    plausible="rejecting a block of the wrong size up front, from the first layer's length, "
+    "looks like a fast path; a torn later layer is then reported as a block of the wrong "
+    "size",
+)
+class ProfBlockSizeCheckedBeforeTheLayers(LayoutAdapter):
+    measurer = _BlockSizeFirst()
+
+
+# --- PROF-11: split width and the claim's name --------------------------------------
+
+
+class _KWidthOnly(LayoutMeasurer):
+    def measure_layer(
+        self, index: int, layer: StoredLayer, per_token: int, profile: FormatProfile
+    ) -> int:
+        layer = replace(layer, v_head_dim=None)  # MUTATION: V measured with the K width
+        return super().measure_layer(index, layer, per_token, profile)
+
+
+@mutant(
+    "prof-split-width-measured-with-k-width",
+    breaks=("PROF-11", "ERR-10"),
+    half="contract",
+    plausible="the format has one head_dim, so V is measured with it as in v1; a split "
+    "K 192 / V 128 payload then reports a misleading v_length (or k_length) instead of "
+    "split_kv_head_width",
+)
+class ProfSplitWidthMeasuredWithKWidth(LayoutAdapter):
+    measurer = _KWidthOnly()
+
+
+class _ClaimAsSeqLen(LayoutMeasurer):
+    def measure_layer(
+        self, index: int, layer: StoredLayer, per_token: int, profile: FormatProfile
+    ) -> int:
+        try:
+            return super().measure_layer(index, layer, per_token, profile)
+        except errors.RaggedPayload as exc:
+            if exc.field != "positions":
+                raise
+            raise errors.RaggedPayload(  # MUTATION: the v1 name kept
+                layer_index=exc.layer_index, field="seq_len", expected=exc.expected, found=exc.found
+            ) from None
+
+
+@mutant(
+    "prof-claim-reported-as-seq-len-under-split-width",
+    breaks=("PROF-11", "ERR-12"),
+    half="contract",
+    plausible="the split_width line renamed the claim to positions in a later commit; an "
+    "implementation that took the width check and kept its v1 error names reports seq_len",
+)
+class ProfClaimReportedAsSeqLenUnderSplitWidth(LayoutAdapter):
+    measurer = _ClaimAsSeqLen()
+
+
+# --- VERIFY-10, VERIFY-11, PROF-6, PROF-10: verifying --------------------------------
+
+
+class _LayoutFromExpectation(LayoutVerifier):
+    def layout(
+        self, recorded: CacheSignature, expected: CacheSignature, rules: FormatProfile
+    ) -> BlockLayout | None:
+        return expected.layout if rules.has_layout else None  # MUTATION: the reader's layout
+
+
+@mutant(
+    "prof-verify-layout-from-expectation",
+    breaks=("PROF-6", "VERIFY-11", "VERIFY-10"),
+    half="contract",
+    plausible="the reader knows the layout it runs under, so the payload is measured under "
+    "it; an honest block from another window is then a payload_mismatch (or a "
+    "block_size_mismatch) instead of incompatible",
+)
+class ProfVerifyLayoutFromExpectation(LayoutAdapter):
+    verifier = _LayoutFromExpectation()
+
+
+class _WindowWildcard(LayoutVerifier):
+    def compare(
+        self,
+        claim: CacheSignature,
+        actual: CacheSignature,
+        fields: Sequence[str],
+        error: Callable[[str, Any, Any], errors.SignatureError],
+    ) -> None:
+        if claim.field_value("sliding_window") is None or actual.field_value("sliding_window") is None:
+            # MUTATION: an absent window matches any window
+            fields = [name for name in fields if name != "sliding_window"]
+        super().compare(claim, actual, fields, error)
+
+
+@mutant(
+    "prof-absent-window-is-a-wildcard",
+    breaks=("PROF-10", "VERIFY-11"),
+    half="under",
+    plausible="an Option compared only when both sides are Some: 'no window' on either side "
+    "reads as 'no constraint', so a full-causal reader takes a windowed block",
+)
+class ProfAbsentWindowIsAWildcard(LayoutAdapter):
+    verifier = _WindowWildcard()
+
+
+class _BlockSizeBeforeTokens(LayoutVerifier):
+    def fields(self, rules: FormatProfile) -> Sequence[str]:
+        fields = list(rules.fields)
+        if "block_size" in fields:  # MUTATION: block_size moved before tokens
+            fields.remove("block_size")
+            fields.insert(fields.index("tokens"), "block_size")
+        return fields
+
+
+@mutant(
+    "prof-block-size-compared-before-tokens",
+    breaks=("PROF-10",),
+    half="contract",
+    plausible="the layout is 'part of the shape', so its fields are compared with the "
+    "shape fields, ahead of the token count; a reader that wants other tokens too is "
+    "told about the block size first",
+)
+class ProfBlockSizeComparedBeforeTokens(LayoutAdapter):
+    verifier = _BlockSizeBeforeTokens()
+
+
+class _ReadsUpToItsVersion(LayoutVerifier):
+    def readable(self, version: int, profile: FormatProfile, readable: tuple[int, ...]) -> bool:
+        return version <= profile.version  # MUTATION: a range, not the listed set
+
+
+@mutant(
+    "prof-v2-reader-reads-v1-blocks",
+    breaks=("VERIFY-3", "PROF-5"),
+    half="under",
+    plausible="'a newer reader reads older blocks' -- the `<=` of backwards compatibility; "
+    "a v1 block, which cannot say what layout it was cut under, is then measured",
+)
+class ProfV2ReaderReadsV1Blocks(LayoutAdapter):
+    verifier = _ReadsUpToItsVersion()
+
+
+#: What a v1 stamp decodes to as a v2 header: no block size and no window, as zeros.
+_V1_HEADER_AS_V2 = BlockLayout(block_size=0, sliding_window=None)
+
+
+class _EveryBlockUnderV2(LayoutVerifier):
+    def measured(
+        self,
+        measure: MeasureUnder,
+        recorded: CacheSignature,
+        layers: Sequence[StoredLayer],
+        rules: FormatProfile,
+        layout: BlockLayout | None,
+    ) -> CacheSignature:
+        # MUTATION: the reader's own (v2) rules for every block; a v1 stamp has no layout
+        v2 = signature.profile_for(2, rules.revision)
+        return measure(recorded.model, layers, v2, layout or _V1_HEADER_AS_V2)
+
+
+@mutant(
+    "prof-rolling-reader-measures-all-under-v2",
+    breaks=("PROF-12", "SIG-12"),
+    half="under",
+    plausible="the upgraded node measures with the one measurer it now has, the v2 one, "
+    "and added 1 to the readable list only; every honest v1 block is then refused for the "
+    "layout it never had",
+)
+class ProfRollingReaderMeasuresAllUnderV2(LayoutAdapter):
+    verifier = _EveryBlockUnderV2()
+
+    def __init__(
+        self, writes: int = 2, reads: tuple[int, ...] | None = (1, 2), revision: str = "split_width"
+    ) -> None:
+        super().__init__(writes, reads, revision)
+
+
+class _EveryBlockUnderV1(LayoutVerifier):
+    def measured(
+        self,
+        measure: MeasureUnder,
+        recorded: CacheSignature,
+        layers: Sequence[StoredLayer],
+        rules: FormatProfile,
+        layout: BlockLayout | None,
+    ) -> CacheSignature:
+        # MUTATION: v1's rules for every block; the stamp's version and layout carried over
+        v1 = measure(recorded.model, layers, signature.V1, None)
+        return replace(v1, format_version=recorded.format_version, layout=layout)
+
+
+@mutant(
+    "prof-rolling-reader-measures-all-under-v1",
+    breaks=("PROF-12", "SIG-12", "PROF-8"),
+    half="under",
+    plausible="a v1 node taught to read v2 stamps decodes their layout and keeps its v1 "
+    "measurer; a v2 block of 3 positions stamped with a block size of 4 is then accepted",
+)
+class ProfRollingReaderMeasuresAllUnderV1(LayoutAdapter):
+    verifier = _EveryBlockUnderV1()
+
+    def __init__(
+        self, writes: int = 1, reads: tuple[int, ...] | None = (1, 2), revision: str = "split_width"
+    ) -> None:
+        super().__init__(writes, reads, revision)
