@@ -131,7 +131,8 @@ class Signature:
     head_dim: int
     dtype: str
     tokens: int
-    #: The block's layout: present exactly for a version-2 signature (PROF-5).
+    #: The block's layout (PROF-5): a version-2 stamp has one; a v1 scenario may still
+    #: give a version-2 signature without one to a v1 reader, which refuses it by version.
     layout: Layout | None = None
 
 
@@ -220,7 +221,18 @@ DECISIONS: Mapping[str, tuple[str, ...]] = {
     "width-overflow": ("SIG-15",),
     "unrepresentable-stamp": ("VERIFY-9", "ERR-9"),
     "profiles-declared": ("PROF-3",),
-    "profile-v2": ("PROF-5", "PROF-6", "PROF-7", "PROF-8", "PROF-9", "PROF-10", "VERIFY-10"),
+    "profile-v2": (
+        "PROF-5",
+        "PROF-6",
+        "PROF-7",
+        "PROF-8",
+        "PROF-9",
+        "PROF-10",
+        "VERIFY-10",
+        "VERIFY-11",
+        "ERR-10",
+        "ERR-12",
+    ),
     "v2-revision": ("PROF-11",),
     "rolling-reader": ("PROF-12",),
     "key-window": ("PLAN-25",),

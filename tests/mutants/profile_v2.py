@@ -87,7 +87,10 @@ class _WindowFirst(LayoutMeasurer):
                 raise errors.BadLayout(field="sliding_window", block_size=bs, sliding_window=window)
             if window % bs:
                 raise errors.BadLayout(
-                    field="sliding_window", block_size=bs, sliding_window=window, remainder=window % bs
+                    field="sliding_window",
+                    block_size=bs,
+                    sliding_window=window,
+                    remainder=window % bs,
                 )
         if bs < 1:
             raise errors.BadLayout(field="block_size", block_size=bs, sliding_window=window)
@@ -234,7 +237,10 @@ class _WindowWildcard(LayoutVerifier):
         fields: Sequence[str],
         error: Callable[[str, Any, Any], errors.SignatureError],
     ) -> None:
-        if claim.field_value("sliding_window") is None or actual.field_value("sliding_window") is None:
+        if (
+            claim.field_value("sliding_window") is None
+            or actual.field_value("sliding_window") is None
+        ):
             # MUTATION: an absent window matches any window
             fields = [name for name in fields if name != "sliding_window"]
         super().compare(claim, actual, fields, error)

@@ -1,0 +1,270 @@
+"""PLAN mutants of the class plan_validity and of the window's place in the key.
+
+The three-valued validity and the guarded rebind (PLAN-19 .. PLAN-24): each
+mutant is :class:`~._kit.ValidityAdapter` holding a :class:`~._kit.GuardedPlan`
+with one method overridden. The sliding window in the key (PLAN-25, option
+``plan_key_window``): each mutant is the reference key with one parameter
+mixed or left out, declaring the answer it claims to implement (CONF-6). The
+changed line is marked ``MUTATION``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kvconform_reference import kv_cache, model, plan
+
+from kvconform.adapters.reference import ReferenceAdapter
+from kvconform.values import AdapterInfo
+
+from . import mutant
+from ._kit import GuardedPlan, PlanAdapter, ValidityAdapter
+
+# --- PLAN-19, PLAN-20: three outcomes -------------------------------------------------
+
+
+class _TwoValued(GuardedPlan):
+    def validity_for(
+        self, m: model.Model, cache: kv_cache.KvCache, step: plan.StepInputs
+    ) -> plan.Validity:
+        # MUTATION: the boolean check, spelled with two of the three words
+        return "valid" if self.is_valid_for(m, cache, step) else "stale"
+
+
+@mutant(
+    "validity-every-other-allocation-is-stale",
+    breaks=("PLAN-19",),
+    half="over",
+    plausible="the three-valued check is bolted onto the boolean one, and 'not valid' is "
+    "mapped to the conservative word; no plan is ever offered a rebind, so every storage "
+    "change rebuilds",
+)
+class ValidityEveryOtherAllocationIsStale(ValidityAdapter):
+    plan_cls = _TwoValued
+
+
+class _AllocationFirst(GuardedPlan):
+    def validity_for(
+        self, m: model.Model, cache: kv_cache.KvCache, step: plan.StepInputs
+    ) -> plan.Validity:
+        if cache.alloc_id.value != self._identity.alloc:  # MUTATION: the id alone decides
+            return "allocation_changed"
+        return super().validity_for(m, cache, step)
+
+
+@mutant(
+    "validity-allocation-changed-whenever-the-id-differs",
+    breaks=("PLAN-19", "PLAN-24"),
+    half="under",
+    plausible="'another allocation id means allocation_changed' reads like the definition; "
+    "a cache of another capacity or depth, which also has another id, is then offered a "
+    "cheap rebind instead of a rebuild",
+)
+class ValidityAllocationChangedWheneverTheIdDiffers(ValidityAdapter):
+    plan_cls = _AllocationFirst
+
+
+class _ValidUnlessStale(GuardedPlan):
+    def is_valid_for(self, m: model.Model, cache: kv_cache.KvCache, step: plan.StepInputs) -> bool:
+        return self.validity_for(m, cache, step) != "stale"  # MUTATION
+
+
+@mutant(
+    "validity-boolean-true-for-allocation-changed",
+    breaks=("PLAN-20", "PLAN-10"),
+    half="under",
+    plausible="'allocation_changed is repairable, so the plan is still good' -- the boolean "
+    "check is derived as 'not stale', and a plan runs over another cache's buffers without "
+    "the rebind (GAP-014 upstream)",
+)
+class ValidityBooleanTrueForAllocationChanged(ValidityAdapter):
+    plan_cls = _ValidUnlessStale
+
+
+# --- PLAN-21, PLAN-22: the guarded rebind ---------------------------------------------
+
+
+class _SlotBySlot(GuardedPlan):
+    def check_slot(
+        self,
+        cache: kv_cache.KvCache,
+        layer: int,
+        which: str,
+        baked: str,
+        incoming: tuple[str, ...],
+    ) -> None:
+        super().check_slot(cache, layer, which, baked, incoming)
+        self.commit(cache)  # MUTATION: each slot adopted as soon as it passes
+
+
+@mutant(
+    "rebind-commits-slot-by-slot",
+    breaks=("PLAN-22",),
+    half="under",
+    plausible="moving each slot as soon as it is checked is the obvious single loop; a "
+    "refusal at the last layer then leaves the plan claiming the new allocation with its "
+    "first slots moved",
+)
+class RebindCommitsSlotBySlot(ValidityAdapter):
+    plan_cls = _SlotBySlot
+
+
+class _NoResidencyCheck(GuardedPlan):
+    def check_residency(self, incoming: str | None) -> None:
+        pass  # MUTATION: storage labels alone decide
+
+
+@mutant(
+    "rebind-without-residency-check",
+    breaks=("PLAN-21", "ERR-11"),
+    half="under",
+    plausible="the storage labels already name element type, encoding and size, so the "
+    "residency looks redundant; storage of the right kind on another GPU is then adopted",
+)
+class RebindWithoutResidencyCheck(ValidityAdapter):
+    plan_cls = _NoResidencyCheck
+
+
+class _UnknownResidencyMatches(GuardedPlan):
+    def check_residency(self, incoming: str | None) -> None:
+        if incoming is None or self._residency is None:
+            return  # MUTATION: unknown is given the benefit of the doubt
+        super().check_residency(incoming)
+
+
+@mutant(
+    "rebind-unknown-residency-matches",
+    breaks=("PLAN-21", "ERR-11"),
+    half="under",
+    plausible="residency is compared only when both sides report one, as optional "
+    "metadata usually is; a cache of unknown placement is then adopted as if it were on "
+    "the plan's device",
+)
+class RebindUnknownResidencyMatches(ValidityAdapter):
+    plan_cls = _UnknownResidencyMatches
+
+
+class _NoStorageCheck(GuardedPlan):
+    def check_storage(self, layer: int, which: str, baked: str, incoming: str) -> None:
+        pass  # MUTATION: a slot that exists is a slot that fits
+
+
+@mutant(
+    "rebind-without-storage-check",
+    breaks=("PLAN-21", "ERR-11"),
+    half="under",
+    plausible="same geometry and same device look like enough; a quantized or differently "
+    "encoded KV store is then read with the plan's f32 kernels",
+)
+class RebindWithoutStorageCheck(ValidityAdapter):
+    plan_cls = _NoStorageCheck
+
+
+# --- PLAN-23, PLAN-24: what a rebind adopts --------------------------------------------
+
+
+class _KeepsTheOldAllocation(GuardedPlan):
+    _previous: frozenset[int] = frozenset()
+
+    def commit(self, cache: kv_cache.KvCache) -> None:
+        self._previous = self._previous | {self.key}  # MUTATION: the old key stays accepted
+        super().commit(cache)
+
+    def _was_its_own(self, m: model.Model, cache: kv_cache.KvCache, step: plan.StepInputs) -> bool:
+        return plan.PlanIdentity.of(m, cache, len(step.token_ids)).key() in self._previous
+
+    def is_valid_for(self, m: model.Model, cache: kv_cache.KvCache, step: plan.StepInputs) -> bool:
+        return self._was_its_own(m, cache, step) or super().is_valid_for(m, cache, step)
+
+    def validity_for(
+        self, m: model.Model, cache: kv_cache.KvCache, step: plan.StepInputs
+    ) -> plan.Validity:
+        return (
+            "valid" if self._was_its_own(m, cache, step) else super().validity_for(m, cache, step)
+        )
+
+
+@mutant(
+    "rebind-keeps-the-old-allocation-valid",
+    breaks=("PLAN-23",),
+    half="under",
+    plausible="a rebind that 'adds' the new allocation to those the plan accepts, so a "
+    "caller still holding the old cache is not broken; two caches then drive one plan",
+)
+class RebindKeepsTheOldAllocationValid(ValidityAdapter):
+    plan_cls = _KeepsTheOldAllocation
+
+
+class _AdoptsTheStructure(GuardedPlan):
+    def commit(self, cache: kv_cache.KvCache) -> None:
+        # MUTATION: the incoming cache's whole identity, geometry included
+        self._identity = replace(self._identity, geometry=cache.geometry)
+        self._structure = self._identity.key(with_alloc=False)
+        super().commit(cache)
+
+
+@mutant(
+    "rebind-adopts-the-incoming-structure",
+    breaks=("PLAN-24",),
+    half="under",
+    plausible="'rebind = re-read the key from the new cache' is the shortest code; a plan "
+    "built for 2 layers then becomes valid for a 3-layer cache without a rebuild",
+)
+class RebindAdoptsTheIncomingStructure(ValidityAdapter):
+    plan_cls = _AdoptsTheStructure
+
+
+# --- PLAN-25: the window width in the key ----------------------------------------------
+
+
+def _declaring_structure(info: AdapterInfo) -> AdapterInfo:
+    return replace(info, options={**info.options, "plan_key_window": "structure"})
+
+
+@mutant(
+    "plan-key-window-declared-structure-still-keyed",
+    breaks=("PLAN-25", "PLAN-6"),
+    half="over",
+    plausible="the engine moved to a per-step mask and its declaration was updated, but "
+    "the key still mixes every structural parameter; each window change rebuilds the plan",
+)
+class PlanKeyWindowDeclaredStructureStillKeyed(ReferenceAdapter):
+    def describe(self) -> AdapterInfo:
+        return _declaring_structure(super().describe())  # MUTATION: the key is unchanged
+
+
+def _without(ident: plan.PlanIdentity, *names: str) -> plan.PlanIdentity:
+    return replace(ident, params={k: v for k, v in ident.params.items() if k not in names})
+
+
+@mutant(
+    "plan-key-window-structure-drops-the-mask-structure",
+    breaks=("PLAN-25",),
+    half="under",
+    plausible="'the mask is bound every step' taken to cover the whole mask description; "
+    "a plan with windowed layers is then reused for a model whose layers are all dense",
+)
+class PlanKeyWindowStructureDropsTheMaskStructure(PlanAdapter):
+    def key(
+        self, ident: plan.PlanIdentity, cache: kv_cache.KvCache | None, step: plan.StepInputs
+    ) -> int:
+        # MUTATION: the mask's structure goes with the width
+        return self.composition.key(_without(ident, "sliding_window", "mask_structure"))
+
+    def describe(self) -> AdapterInfo:
+        return _declaring_structure(super().describe())
+
+
+@mutant(
+    "plan-key-window-keyed-drops-the-width",
+    breaks=("PLAN-25", "PLAN-16"),
+    half="under",
+    plausible="the window 'only affects the mask', so it is left out of the key while the "
+    "default declaration (keyed) stays; an engine that bakes the width then reuses a plan "
+    "built for another window",
+)
+class PlanKeyWindowKeyedDropsTheWidth(PlanAdapter):
+    def key(
+        self, ident: plan.PlanIdentity, cache: kv_cache.KvCache | None, step: plan.StepInputs
+    ) -> int:
+        return self.composition.key(_without(ident, "sliding_window"))  # MUTATION
