@@ -68,6 +68,7 @@ MODULES = (
     "options",
     "seeds_faithful",
     "enum_dtypes",
+    "upstream_v2",
 )
 
 
