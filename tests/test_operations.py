@@ -326,9 +326,7 @@ def test_a_field_added_later_is_left_out_at_its_default() -> None:
     payload = (LayerDesc(2, 4, 3, 24, 24),)
     v1 = codec.to_wire(ops.Stamp("m", payload))
     assert "layout" not in v1 and "v_head_dim" not in v1["payload"][0]
-    v2 = codec.to_wire(
-        ops.Stamp("m", (LayerDesc(2, 4, 3, 24, 12, v_head_dim=2),), Layout(3, None))
-    )
+    v2 = codec.to_wire(ops.Stamp("m", (LayerDesc(2, 4, 3, 24, 12, v_head_dim=2),), Layout(3, None)))
     assert v2["layout"] == {"block_size": 3, "sliding_window": None}
     assert v2["payload"][0]["v_head_dim"] == 2
     # In process, a method without the keyword is called exactly as before.

@@ -726,7 +726,7 @@ class LayoutAdapter(ReferenceAdapter):
         )
         try:
             verified = self.verifier.verify(
-                block, self.signature_of(expected), self.profile, self.readable, self.measure_layers
+                block, self.signature_of(expected), self.profile, self.reads, self.measure_layers
             )
         except errors.SignatureError as exc:
             return fault_of(exc)

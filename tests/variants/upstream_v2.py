@@ -77,7 +77,7 @@ _ORDER: tuple[tuple[str, Callable[[Signature], object]], ...] = (
 
 class _UpstreamV2(ReferenceAdapter):
     revision = "split_width"
-    reads: frozenset[int] = frozenset({2})
+    readable_versions: frozenset[int] = frozenset({2})
     label = ""
 
     def describe(self) -> AdapterInfo:
@@ -88,7 +88,7 @@ class _UpstreamV2(ReferenceAdapter):
             language="python",
             classes=frozenset({"hash", "identity", "plan", "signature", "verify"}),
             format_writes=2,
-            format_reads=self.reads,
+            format_reads=self.readable_versions,
             options=options,
         )
 
@@ -182,12 +182,12 @@ class _UpstreamV2(ReferenceAdapter):
             if recorded is None:
                 _refuse("unmarked")
             assert recorded is not None
-            if recorded.format_version not in self.reads:
+            if recorded.format_version not in self.readable_versions:
                 _refuse(
                     "unsupported_format",
                     field="format_version",
                     found=recorded.format_version,
-                    readable=tuple(sorted(self.reads)),
+                    readable=tuple(sorted(self.readable_versions)),
                 )
             layout = None
             if recorded.format_version == 2:  # decoding the stamp builds its layout
@@ -228,5 +228,5 @@ class FerroxV2LayoutOnly(_UpstreamV2):
     "in the upstream shape",
 )
 class FerroxV2RollingSplit(_UpstreamV2):
-    reads = frozenset({1, 2})
+    readable_versions = frozenset({1, 2})
     label = "variant-ferrox-v2-rolling"

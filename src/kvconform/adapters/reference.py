@@ -140,7 +140,7 @@ class ReferenceAdapter:
     #: The rules this implementation writes under (class defaults: profile v1), kept as
     #: class attributes so that a subclass need not call ``__init__``.
     profile: signature.FormatProfile = signature.V1
-    readable: tuple[int, ...] = signature.V1.readable
+    reads: tuple[int, ...] = signature.V1.readable
     #: The classes claimed; a subclass whose plans lack the three-valued validity
     #: and the rebind leaves ``plan_validity`` out (CONF-10).
     classes: frozenset[str] = frozenset(
@@ -154,7 +154,7 @@ class ReferenceAdapter:
         revision: str = "split_width",
     ) -> None:
         self.profile = signature.profile_for(writes, revision)
-        self.readable = self.profile.readable if reads is None else tuple(sorted(reads))
+        self.reads = self.profile.readable if reads is None else tuple(sorted(reads))
 
     def describe(self) -> AdapterInfo:
         options = {}
@@ -166,7 +166,7 @@ class ReferenceAdapter:
             language="python",
             classes=self.classes,
             format_writes=self.profile.version,
-            format_reads=frozenset(self.readable),
+            format_reads=frozenset(self.reads),
             options=options,
         )
 
@@ -311,7 +311,7 @@ class ReferenceAdapter:
         )
         try:
             verified = verify.verify(
-                block, from_signature(expected), self.profile, readable=self.readable
+                block, from_signature(expected), self.profile, readable=self.reads
             )
         except errors.SignatureError as exc:
             return fault_of(exc)

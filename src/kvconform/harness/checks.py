@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from kvconform.rendering import render, render_hashes
 from kvconform.values import Broken, ErrorValue, Fault, Ok, Outcome, Refused, Signature
 
 
@@ -118,7 +119,7 @@ class ErrorIs:
         if missing:
             return (
                 "a message naming the field and every value",
-                f"message {fault.message!r} does not mention {', '.join(missing)}",
+                f"message {render(fault.message)} does not mention {', '.join(missing)}",
                 ("ERR-6",),
             )
         return None
@@ -325,24 +326,10 @@ Check = OutcomeCheck | RelationCheck
 
 
 def show(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, tuple) and all(isinstance(v, int) for v in value):
-        return "[" + ", ".join(f"0x{v:016x}" for v in value) + "]"
-    if isinstance(value, Signature):
-        return (
-            f"signature(format_version={value.format_version}, model={value.model!r}, "
-            f"n_layers={value.n_layers}, n_kv_heads={value.n_kv_heads}, "
-            f"head_dim={value.head_dim}, dtype={value.dtype!r}, tokens={value.tokens}"
-            + (
-                ""
-                if value.layout is None
-                else f", block_size={value.layout.block_size}, "
-                f"sliding_window={value.layout.sliding_window})"
-            )
-            + ("" if value.layout is not None else ")")
-        )
-    return repr(value)
+    """A value in a failure, JSON style (:mod:`kvconform.rendering`); hash results in hex."""
+    if isinstance(value, tuple) and value and all(type(v) is int for v in value):
+        return render_hashes(value)
+    return render(value)
 
 
 def show_error(
@@ -353,7 +340,7 @@ def show_error(
         parts.append(f"field={field}")
     if layer is not None:
         parts.append(f"layer={layer}")
-    parts += [f"{k}={list(v) if isinstance(v, tuple) else v!r}" for k, v in values.items()]
+    parts += [f"{k}={render(v)}" for k, v in values.items()]
     return f"error {kind}" + (f" ({', '.join(parts)})" if parts else "")
 
 
@@ -364,5 +351,5 @@ def describe(outcome: Outcome) -> str:
         return "success" if outcome.value is None else f"success: {show(outcome.value)}"
     if isinstance(outcome, Refused):
         f = outcome.fault
-        return show_error(f.kind, f.field, f.layer, f.values) + f" -- {f.message!r}"
+        return show_error(f.kind, f.field, f.layer, f.values) + f" -- {render(f.message)}"
     return f"adapter failure: {outcome.reason}"

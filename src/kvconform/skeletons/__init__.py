@@ -1,0 +1,360 @@
+"""Adapter skeletons: ``kvconform new-adapter --lang python|rust|javascript DIR``.
+
+A skeleton is a runnable stdio adapter (spec/protocol.md) that completes the
+``hello`` handshake, declares the classes it was told to claim, and answers every
+operation of those classes with an explicit ``failure`` ("not implemented: <op>")
+for its author to replace, every operation of the other classes with
+``unsupported``, and the control operations as the protocol says. Run against the
+suite, it fails every applicable case with a reason naming the operation to
+implement next, instead of failing to start.
+
+The operations come from the operation table (:data:`kvconform.protocol.operations.TABLE`)
+by the class each ``needs``, so a skeleton generated after an operation is added
+answers it too. The templates are Python strings, one module per language.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import kvconform
+from kvconform.protocol.codec import PROTOCOL_VERSION
+from kvconform.protocol.operations import TABLE, FieldKind, OpSpec, ResultKind
+from kvconform.values import CLASS_REQUIRES, CLASSES
+
+#: The languages a skeleton can be written in.
+LANGUAGES = ("python", "rust", "javascript")
+#: The classes claimed when none are given.
+DEFAULT_CLASSES = ("hash",)
+
+
+class SkeletonError(ValueError):
+    """A request the generator refuses (a bad language or class, a non-empty folder)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one skeleton claims and answers."""
+
+    language: str
+    #: The adapter's name (its ``hello`` ``name``; the Cargo package for Rust).
+    name: str
+    #: The classes claimed, in the order of :data:`kvconform.values.CLASSES`.
+    classes: tuple[str, ...]
+    #: Classes added because a claimed class requires them: class -> the classes
+    #: that required it.
+    added: Mapping[str, tuple[str, ...]]
+    #: The operations of the claimed classes, in the table's order.
+    claimed: tuple[OpSpec, ...]
+    #: The operations of the other classes: answered ``unsupported``.
+    unclaimed: tuple[OpSpec, ...]
+
+    @property
+    def signature(self) -> bool:
+        """Whether the skeleton claims the class ``signature`` (and so declares a format)."""
+        return "signature" in self.classes
+
+    @property
+    def format_writes(self) -> int | None:
+        return 1 if self.signature else None
+
+    @property
+    def format_reads(self) -> tuple[int, ...]:
+        return (1,) if self.signature else ()
+
+
+@dataclass(frozen=True)
+class Skeleton:
+    """A skeleton written to disk."""
+
+    plan: Plan
+    directory: Path
+    #: The files written, relative to :attr:`directory`.
+    files: tuple[str, ...]
+    #: How to build it, from inside :attr:`directory` (empty when nothing to build).
+    build: str
+    #: The adapter command, from inside :attr:`directory`.
+    command: str
+
+
+def parse_classes(text: str | None) -> list[str]:
+    """``--classes``: a comma-separated list; ``None`` is the default (``hash``)."""
+    if text is None:
+        return list(DEFAULT_CLASSES)
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names:
+        raise SkeletonError(f"--classes: no class given (choose from {', '.join(CLASSES)})")
+    return names
+
+
+def resolve_classes(requested: Iterable[str]) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    """The classes to claim: those requested and every class they require (CONF-1).
+
+    Returns the classes in the order of :data:`CLASSES`, and the classes added with
+    the requested or added classes that required them.
+    """
+    wanted = list(dict.fromkeys(requested))
+    unknown = [name for name in wanted if name not in CLASSES]
+    if unknown:
+        raise SkeletonError(
+            f"--classes: unknown class {unknown[0]!r} (choose from {', '.join(CLASSES)})"
+        )
+    claimed = set(wanted)
+    added: dict[str, list[str]] = {}
+    todo = list(wanted)
+    while todo:
+        cls = todo.pop(0)
+        for need in CLASS_REQUIRES.get(cls, ()):
+            if need not in set(wanted):
+                added.setdefault(need, []).append(cls)
+            if need not in claimed:
+                claimed.add(need)
+                todo.append(need)
+    order = tuple(c for c in CLASSES if c in claimed)
+    return order, {c: tuple(added[c]) for c in CLASSES if c in added}
+
+
+def plan(language: str, classes: Iterable[str], name: str = "my-adapter") -> Plan:
+    """What a skeleton in ``language`` claiming ``classes`` (and their requirements) answers."""
+    if language not in LANGUAGES:
+        raise SkeletonError(f"--lang {language!r}: not one of {', '.join(LANGUAGES)}")
+    order, added = resolve_classes(classes)
+    return Plan(
+        language=language,
+        name=name,
+        classes=order,
+        added=added,
+        claimed=tuple(spec for spec in TABLE if spec.needs in order),
+        unclaimed=tuple(spec for spec in TABLE if spec.needs not in order),
+    )
+
+
+def adapter_name(directory: Path) -> str:
+    """A name for the adapter from its folder: lower case, letters, digits and dashes."""
+    base = directory.resolve().name.lower()
+    name = re.sub(r"[^a-z0-9]+", "-", base).strip("-")
+    name = re.sub(r"^[^a-z]+", "", name)
+    return name or "my-adapter"
+
+
+def check_directory(directory: Path) -> None:
+    """Refuse a folder that exists and is not empty, or a path that is not a folder."""
+    if directory.exists() or directory.is_symlink():
+        if not directory.is_dir():
+            raise SkeletonError(f"{directory} exists and is not a directory")
+        if any(directory.iterdir()):
+            raise SkeletonError(
+                f"{directory} exists and is not empty; give a new or empty directory"
+            )
+
+
+def generate(language: str, classes: Iterable[str], directory: Path) -> Skeleton:
+    """Write a skeleton into ``directory`` (created if missing; refused if not empty).
+
+    Raises :class:`SkeletonError` for a bad language or class or an unusable folder,
+    and :class:`OSError` when a file cannot be written.
+    """
+    chosen = plan(language, classes, adapter_name(directory))
+    check_directory(directory)
+    files, build, command = _render(chosen)
+    files = {"README.md": readme(chosen, build, command), **files}
+    directory.mkdir(parents=True, exist_ok=True)
+    for relative, text in files.items():
+        path = directory / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8", newline="\n")
+        if relative in _EXECUTABLE:
+            path.chmod(path.stat().st_mode | 0o111)
+    return Skeleton(chosen, directory, tuple(files), build, command)
+
+
+#: Files made executable (those with a ``#!`` line).
+_EXECUTABLE = frozenset({"adapter.py", "adapter.js"})
+
+
+# --- what the templates say about each operation ---------------------------------
+
+_FIELD_TEXT: dict[FieldKind, str] = {
+    "new_handle": "the name to bind the new object to",
+    "handle": "a live handle",
+    "released": "a live handle, released by this operation",
+    "str": "string",
+    "bool": "boolean",
+    "count": "integer",
+    "count_or_null": "integer or null",
+    "program": "array of mix ops",
+    "model_spec": "model spec",
+    "geometry": "geometry",
+    "plan_identity": "plan identity",
+    "step": "step inputs",
+    "payload": "payload",
+    "signature": "signature",
+    "signature_or_null": "signature or null",
+    "layout_or_null": "layout",
+    "str_or_null": "string or null",
+    "str_list": "array of strings",
+}
+
+_RESULT_TEXT: dict[ResultKind, str] = {
+    "null": "null",
+    "u64": "a u64 as a decimal string",
+    "u64_list": "an array of u64 decimal strings, one per finish",
+    "count": "an integer",
+    "bool": "a boolean",
+    "signature": "a signature",
+    "validity": '"valid", "allocation_changed" or "stale"',
+}
+
+
+def describe(spec: OpSpec) -> str:
+    """One line on an operation: its class, request fields and ``ok`` value."""
+    fields = []
+    for f in spec.fields:
+        text = f"{f.name}: {_FIELD_TEXT[f.kind]}"
+        if f.added:
+            text += " (only when not the default)"
+        elif f.optional:
+            text += " (optional)"
+        fields.append(text)
+    return (
+        f"{spec.name} (class {spec.needs}): {'; '.join(fields) or 'no fields'}. "
+        f"ok: {_RESULT_TEXT[spec.result]}."
+    )
+
+
+def not_implemented(op: str) -> str:
+    """The failure text a skeleton answers an operation it claims but does not implement."""
+    return f"not implemented: {op}"
+
+
+def header_lines(chosen: Plan, replace: Iterable[str], width: int = 78) -> list[str]:
+    """The header comment of a generated file, as lines without a comment marker."""
+    lines = [
+        f"{chosen.name}: a kvconform stdio adapter skeleton ({chosen.language}), written by",
+        f"`kvconform new-adapter` (kvconform {kvconform.__version__}, protocol "
+        f"{PROTOCOL_VERSION}).",
+        *textwrap.wrap(f"It claims the classes {', '.join(chosen.classes)}.", width),
+        "",
+        "What to replace:",
+    ]
+    for item in replace:
+        lines += textwrap.wrap(item, width, initial_indent="- ", subsequent_indent="  ")
+    lines += [
+        "",
+        "The protocol is spec/protocol.md in kvconform (installed with the package as",
+        "kvconform/data/spec/protocol.md); the message schemas are in",
+        "conformance/schema/protocol/. README.md has the command that runs the suite",
+        "against this adapter.",
+    ]
+    return lines
+
+
+def comment(text: str, marker: str, width: int = 88) -> str:
+    """``text`` wrapped as comment lines starting with ``marker``."""
+    return "\n".join(f"{marker} {line}" for line in textwrap.wrap(text, width - len(marker) - 1))
+
+
+def fill(template: str, **values: str) -> str:
+    """``template`` with each ``@@KEY@@`` replaced by ``values[KEY]``; none may be left."""
+    text = template
+    for key, value in values.items():
+        marker = f"@@{key}@@"
+        if marker not in template:
+            raise KeyError(f"the template has no {marker}")
+        text = text.replace(marker, value)
+    left = re.search(r"@@[A-Z_]+@@", text)
+    if left:
+        raise KeyError(f"the template's {left.group(0)} was not filled")
+    return text
+
+
+def format_note(chosen: Plan) -> str:
+    """What the skeleton declares as its block format profile, and why."""
+    if chosen.signature:
+        return (
+            "The block format profile (PROF-3): writes 1, reads [1] (profile v1), "
+            "because the class signature is claimed."
+        )
+    return (
+        "The block format profile (PROF-3): writes null, reads [] (nothing), because "
+        "the class signature is not claimed."
+    )
+
+
+def classes_note(chosen: Plan) -> str:
+    """``"hash, identity, plan (identity added: plan requires it)"``."""
+    text = ", ".join(chosen.classes)
+    if chosen.added:
+        why = "; ".join(
+            f"{cls} added: {' and '.join(by)} require{'s' if len(by) == 1 else ''} it"
+            for cls, by in chosen.added.items()
+        )
+        text += f" ({why})"
+    return text
+
+
+def readme(chosen: Plan, build: str, command: str) -> str:
+    claimed = "\n".join(f"- `{spec.name}`: {describe(spec)}" for spec in chosen.claimed)
+    unclaimed = ", ".join(f"`{spec.name}`" for spec in chosen.unclaimed) or "none"
+    fmt = (
+        "`format`: writes 1, reads [1] (block format profile v1), because it claims `signature`"
+        if chosen.signature
+        else "`format`: writes null, reads [] (it claims no `signature` class)"
+    )
+    build_step = f"Build it:\n\n```sh\n{build}\n```\n\n" if build else ""
+    return f"""# {chosen.name}
+
+<!-- Written by `kvconform new-adapter` (kvconform {kvconform.__version__}, protocol \
+{PROTOCOL_VERSION}). What to replace: the "not implemented" answers in the adapter source,
+with calls on your implementation. The protocol is spec/protocol.md in kvconform. -->
+
+A kvconform adapter skeleton in {chosen.language}: a program that speaks the stdio
+protocol of `spec/protocol.md` in kvconform (installed with the package as
+`kvconform/data/spec/protocol.md`; message schemas in `conformance/schema/protocol/`).
+
+It completes the `hello` handshake (protocol {PROTOCOL_VERSION}) and declares:
+
+- classes: {classes_note(chosen)};
+- {fmt}.
+
+Every operation of a claimed class is answered with the failure
+`"not implemented: <op>"`: replace each with a call on your implementation. The
+operations of the classes not claimed ({unclaimed}) are answered `unsupported`, as
+the protocol requires (PROTO-23). `reset` answers `ok: null` (release every handle
+there), `shutdown` answers `ok: null` and exits, and `hash_batch` is
+{
+        "a not-implemented failure until you implement it (run `hash` on each program)"
+        if "hash" in chosen.classes
+        else "`unsupported` (the class `hash` is not claimed)"
+    }.
+
+{build_step}Run the suite against it, from this folder:
+
+```sh
+kvconform run --adapter-cmd "{command}"
+```
+
+As generated, the handshake completes and every applicable case fails with
+"not implemented: <op>" (exit status 1), so the report lists what to implement next.
+A case of a class not claimed is reported not applicable.
+
+The operations to implement:
+
+{claimed}
+"""
+
+
+def _render(chosen: Plan) -> tuple[dict[str, str], str, str]:
+    """The language's files, build command and adapter command."""
+    from kvconform.skeletons import _javascript, _python, _rust
+
+    renderers: dict[str, Callable[[Plan], tuple[dict[str, str], str, str]]] = {
+        "python": _python.render,
+        "rust": _rust.render,
+        "javascript": _javascript.render,
+    }
+    return renderers[chosen.language](chosen)

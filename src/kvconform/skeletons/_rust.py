@@ -1,0 +1,5 @@
+from kvconform.skeletons import Plan
+
+
+def render(chosen: Plan) -> tuple[dict[str, str], str, str]:
+    raise NotImplementedError
