@@ -357,3 +357,65 @@ class ProfRollingReaderMeasuresAllUnderV1(LayoutAdapter):
         self, writes: int = 1, reads: tuple[int, ...] | None = (1, 2), revision: str = "split_width"
     ) -> None:
         super().__init__(writes, reads, revision)
+
+
+# --- PROF-8: the v1 rules a v2 writer keeps (found by a stranger's trial) ------------
+
+
+class _NoVLength(LayoutMeasurer):
+    def measure_layer(
+        self, index: int, layer: StoredLayer, per_token: int, profile: FormatProfile
+    ) -> int:
+        layer = replace(layer, v=layer.k)  # MUTATION: the V buffer is never looked at
+        return super().measure_layer(index, layer, per_token, profile)
+
+
+@mutant(
+    "prof-v2-writer-skips-the-v-length",
+    breaks=("PROF-8", "SIG-7"),
+    half="under",
+    plausible="a v2 writer rewritten around the whole-block check compares the token "
+    "count with the block size and measures it from K alone; a torn V buffer is stamped",
+)
+class ProfV2WriterSkipsTheVLength(LayoutAdapter):
+    measurer = _NoVLength()
+
+
+class _WrappingWidth(LayoutMeasurer):
+    def measure(
+        self,
+        model_name: str,
+        layers: Sequence[StoredLayer],
+        profile: FormatProfile,
+        layout: BlockLayout | None,
+    ) -> CacheSignature:
+        wrapped = [  # MUTATION: the width computed modulo 2^64, as a release build wraps
+            replace(layer, n_kv_heads=layer.n_kv_heads % (1 << 63)) for layer in layers[:1]
+        ]
+        sig = super().measure(model_name, [*wrapped, *layers[1:]], profile, layout)
+        return replace(sig, n_kv_heads=layers[0].n_kv_heads)
+
+
+@mutant(
+    "prof-v2-writer-wraps-the-width",
+    breaks=("PROF-8", "SIG-15"),
+    half="under",
+    plausible="the v2 writer multiplies the untrusted head count and head width in u64 "
+    "with wrapping arithmetic; 2^63+1 heads of dimension 2 measure as width 2",
+)
+class ProfV2WriterWrapsTheWidth(LayoutAdapter):
+    measurer = _WrappingWidth()
+
+
+@mutant(
+    "prof-v2-model-label-trimmed",
+    breaks=("PROF-8", "SIG-3", "SEC-2"),
+    half="under",
+    plausible="the v2 stamp path trims and lowercases the model label it is given, "
+    "as configuration strings often are; two tenants' labels then collide",
+)
+class ProfV2ModelLabelTrimmed(LayoutAdapter):
+    def stamp(
+        self, model_name: str, payload: values.Payload, *, layout: values.Layout | None = None
+    ) -> values.Signature | values.Fault:
+        return super().stamp(model_name.strip().lower(), payload, layout=layout)  # MUTATION
