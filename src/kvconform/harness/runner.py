@@ -133,6 +133,13 @@ def run_cases(cases: Iterable[Case], driver: Driver) -> list[CaseResult]:
     return [run_case(case, driver) for case in cases]
 
 
+def requirement_summary(req_id: str) -> str:
+    """A requirement's first sentence, for one line of a failure report (issue 14)."""
+    from kvconform.harness.explain import requirement_summary as summary
+
+    return summary(req_id)
+
+
 def render_failure(case: Case, failures: tuple[Failure, ...], reason: str = "") -> str:
     if reason:
         return f"{case.id}: not applicable: {reason}"
@@ -145,6 +152,7 @@ def render_failure(case: Case, failures: tuple[Failure, ...], reason: str = "") 
         f"  expected: {first.expected}",
         f"  actual:   {first.actual}",
         f"  requires: {requires}",
+        *(f"    {req}: {requirement_summary(req)}" for req in requires.split(", ")),
         f"  basis:    {_basis(case)}",
         f"  why:      {case.why}",
     ]
