@@ -30,7 +30,7 @@ def test_a_requirement_explains_its_text_and_every_case_that_cites_it() -> None:
 
 
 def test_an_unknown_id_is_one_line_with_suggestions() -> None:
-    with pytest.raises(explain.UnknownId, match="did you mean .*verify.v2.round-trip"):
+    with pytest.raises(explain.UnknownId, match=r"did you mean .*verify\.v2\.round-trip"):
         explain.explain("v2.round")
 
 
@@ -46,3 +46,13 @@ def test_a_failure_carries_the_one_line_text_of_its_requirements() -> None:
     results = run_cases(suite.all_cases(), InProcessDriver(mutant.factory()))
     report = next(r for r in results if r.verdict == "failed").report()
     assert "    PROF-8: Measuring under profile v2 MUST first check the layout" in report
+
+
+def test_the_explain_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from kvconform import cli
+
+    assert cli.main(["explain", "plan.rebind.all-or-nothing"]) == cli.EXIT_OK
+    assert "kvconform run --id plan.rebind.all-or-nothing" in capsys.readouterr().out
+    assert cli.main(["explain", "PLAN-99"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'PLAN-99' is neither a case id nor a requirement id" in err

@@ -214,6 +214,24 @@ def _parser() -> argparse.ArgumentParser:
         help="list even if suite files differ from the shipped manifest",
     )
 
+    explaining = commands.add_parser(
+        "explain",
+        help="explain a case or a requirement: its text, steps, basis and how to run it",
+        description=(
+            "Explain a case id (the scenario as written, each operation as sent and what it "
+            "expects, its requirements' text and rationale, its basis, the command that runs "
+            "it) or a requirement id (its text and rationale, and every case and vector that "
+            "checks it)."
+        ),
+    )
+    explaining.add_argument("id", help="a case id (kvconform list shows them) or a requirement id")
+    _add_no_cache(explaining)
+    explaining.add_argument(
+        "--allow-modified",
+        action="store_true",
+        help="explain even if suite files differ from the shipped manifest",
+    )
+
     compare = commands.add_parser(
         "compare",
         help="one HTML matrix from several JSON reports",
@@ -221,6 +239,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     compare.add_argument("reports", nargs="+", type=Path, metavar="REPORT.json")
     compare.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.html")
+
+    new_adapter = commands.add_parser(
+        "new-adapter",
+        help="write a runnable stdio adapter skeleton to start an implementation from",
+        description="Write a runnable stdio adapter skeleton into DIR: it completes the "
+        "handshake, declares the classes given (and the classes they require), and answers "
+        "every operation of them with the failure 'not implemented: <op>' for you to "
+        "replace. DIR must be new or empty.",
+    )
+    new_adapter.add_argument(
+        "--lang", required=True, choices=("python", "rust", "javascript"), help="its language"
+    )
+    new_adapter.add_argument(
+        "--classes",
+        metavar="CLASS,...",
+        help="the classes to claim, comma-separated: hash, identity, plan, signature, verify, "
+        "plan_validity (default: hash); a class another requires is added and said so",
+    )
+    new_adapter.add_argument("directory", type=Path, metavar="DIR")
     return parser
 
 
@@ -796,6 +833,17 @@ def cmd_list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from kvconform.harness import explain
+
+    _integrity(args, err)
+    try:
+        out.write(explain.explain(args.id, _cases(args)) + "\n")
+    except explain.UnknownId as exc:
+        raise UsageError(str(exc)) from None
+    return EXIT_OK
+
+
 def cmd_compare(args: argparse.Namespace, err: TextIO) -> int:
     from kvconform.reports import html, record
 
@@ -813,6 +861,33 @@ def cmd_compare(args: argparse.Namespace, err: TextIO) -> int:
     except OSError as exc:
         raise UsageError(f"cannot write {args.output}: {exc}") from None
     err.write(f"wrote {args.output} ({len(reports)} implementations)\n")
+    return EXIT_OK
+
+
+def cmd_new_adapter(args: argparse.Namespace, out: TextIO) -> int:
+    """``kvconform new-adapter``: write an adapter skeleton (kvconform.skeletons)."""
+    from kvconform import skeletons
+
+    try:
+        made = skeletons.generate(args.lang, skeletons.parse_classes(args.classes), args.directory)
+    except skeletons.SkeletonError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"cannot write the skeleton into {args.directory}: {exc}") from None
+    plan = made.plan
+    for cls, by in plan.added.items():
+        verb = "requires" if len(by) == 1 else "require"
+        out.write(f"added the class {cls}: {' and '.join(by)} {verb} it (CONF-1)\n")
+    out.write(
+        f"wrote a {plan.language} adapter skeleton into {made.directory}: "
+        f"{', '.join(made.files)}\n"
+        f"it claims {', '.join(plan.classes)}; each of their {len(plan.claimed)} operation(s) "
+        f"answers 'not implemented: <op>' until you replace it (README.md says how)\n"
+        f"next, in {made.directory}:\n"
+    )
+    if made.build:
+        out.write(f"  {made.build}\n")
+    out.write(f'  kvconform run --adapter-cmd "{made.command}"\n')
     return EXIT_OK
 
 
@@ -891,6 +966,10 @@ def main(
             return cmd_run(args, out, err)
         if args.command == "list":
             return cmd_list(args, out, err)
+        if args.command == "new-adapter":
+            return cmd_new_adapter(args, out)
+        if args.command == "explain":
+            return cmd_explain(args, out, err)
         return cmd_compare(args, err)
     except UsageError as exc:
         err.write(f"kvconform: error: {exc}\n")

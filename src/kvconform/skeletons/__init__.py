@@ -109,7 +109,7 @@ def resolve_classes(requested: Iterable[str]) -> tuple[tuple[str, ...], dict[str
     while todo:
         cls = todo.pop(0)
         for need in CLASS_REQUIRES.get(cls, ()):
-            if need not in set(wanted):
+            if need not in wanted:
                 added.setdefault(need, []).append(cls)
             if need not in claimed:
                 claimed.add(need)
@@ -138,17 +138,29 @@ def adapter_name(directory: Path) -> str:
     base = directory.resolve().name.lower()
     name = re.sub(r"[^a-z0-9]+", "-", base).strip("-")
     name = re.sub(r"^[^a-z]+", "", name)
-    return name or "my-adapter"
+    if not name:
+        return "my-adapter"
+    return f"{name}-adapter" if name in _RESERVED else name
+
+
+#: Rust's keywords and the names of its built-in crates, which Cargo refuses as names.
+_RUST_WORDS = (
+    "alloc as async await break const continue core crate dyn else enum extern false fn for "
+    "if impl in let loop match mod move mut proc-macro pub ref return self std struct super "
+    "test trait true type unsafe use where while abstract become box do final macro override "
+    "priv try typeof unsized virtual yield"
+)
+_RESERVED = frozenset(_RUST_WORDS.split())
 
 
 def check_directory(directory: Path) -> None:
     """Refuse a folder that exists and is not empty, or a path that is not a folder."""
     if directory.exists() or directory.is_symlink():
         if not directory.is_dir():
-            raise SkeletonError(f"{directory} exists and is not a directory")
+            raise SkeletonError(f"{directory}: exists and is not a directory")
         if any(directory.iterdir()):
             raise SkeletonError(
-                f"{directory} exists and is not empty; give a new or empty directory"
+                f"{directory}: the directory exists and is not empty (give a new or empty one)"
             )
 
 
@@ -210,8 +222,8 @@ _RESULT_TEXT: dict[ResultKind, str] = {
 }
 
 
-def describe(spec: OpSpec) -> str:
-    """One line on an operation: its class, request fields and ``ok`` value."""
+def describe(spec: OpSpec, *, name: bool = True) -> str:
+    """One line on an operation: its name, class, request fields and ``ok`` value."""
     fields = []
     for f in spec.fields:
         text = f"{f.name}: {_FIELD_TEXT[f.kind]}"
@@ -220,10 +232,11 @@ def describe(spec: OpSpec) -> str:
         elif f.optional:
             text += " (optional)"
         fields.append(text)
-    return (
-        f"{spec.name} (class {spec.needs}): {'; '.join(fields) or 'no fields'}. "
+    text = (
+        f"(class {spec.needs}): {'; '.join(fields) or 'no fields'}. "
         f"ok: {_RESULT_TEXT[spec.result]}."
     )
+    return f"{spec.name} {text}" if name else text
 
 
 def not_implemented(op: str) -> str:
@@ -297,24 +310,50 @@ def classes_note(chosen: Plan) -> str:
     return text
 
 
+#: How each language's skeleton is shown and what its README adds.
+_DISPLAY = {"python": "Python", "rust": "Rust", "javascript": "JavaScript (Node)"}
+_NOTES = {
+    "python": "It needs Python 3.8 or later and nothing but the standard library; where\n"
+    "`python3` is not the name of Python 3, run it as `python adapter.py`.",
+    "rust": "It uses the standard library only (no dependency, so `--offline` builds it).\n"
+    "For faster runs build with `cargo build --offline --release` and run\n"
+    "`target/release/@@NAME@@` instead.",
+    "javascript": "It needs Node and no npm package.",
+}
+
+
 def readme(chosen: Plan, build: str, command: str) -> str:
-    claimed = "\n".join(f"- `{spec.name}`: {describe(spec)}" for spec in chosen.claimed)
-    unclaimed = ", ".join(f"`{spec.name}`" for spec in chosen.unclaimed) or "none"
+    """The skeleton's README.md: what it declares, how to build and run it, what to write."""
+    claimed = "\n".join(f"- `{spec.name}` {describe(spec, name=False)}" for spec in chosen.claimed)
+    unclaimed = ", ".join(f"`{spec.name}`" for spec in chosen.unclaimed)
     fmt = (
         "`format`: writes 1, reads [1] (block format profile v1), because it claims `signature`"
         if chosen.signature
-        else "`format`: writes null, reads [] (it claims no `signature` class)"
+        else "`format`: writes null, reads [] (nothing), because it claims no `signature` class"
+    )
+    batch = (
+        "answers a not-implemented failure until you implement it (run `hash` on each program)"
+        if "hash" in chosen.classes
+        else "answers `unsupported` (the class `hash` is not claimed)"
+    )
+    others = (
+        f"The operations of the classes not claimed ({unclaimed}) are answered\n"
+        "`unsupported`, as the protocol requires (PROTO-23). "
+        if unclaimed
+        else ""
     )
     build_step = f"Build it:\n\n```sh\n{build}\n```\n\n" if build else ""
-    return f"""# {chosen.name}
+    return _reflow(f"""# {chosen.name}
 
 <!-- Written by `kvconform new-adapter` (kvconform {kvconform.__version__}, protocol \
-{PROTOCOL_VERSION}). What to replace: the "not implemented" answers in the adapter source,
-with calls on your implementation. The protocol is spec/protocol.md in kvconform. -->
+{PROTOCOL_VERSION}).
+What to replace: each "not implemented" answer in the adapter's source, with a call on
+your implementation. The protocol is spec/protocol.md in kvconform. -->
 
-A kvconform adapter skeleton in {chosen.language}: a program that speaks the stdio
+A kvconform adapter skeleton in {_DISPLAY[chosen.language]}: a program that speaks the stdio
 protocol of `spec/protocol.md` in kvconform (installed with the package as
-`kvconform/data/spec/protocol.md`; message schemas in `conformance/schema/protocol/`).
+`kvconform/data/spec/protocol.md`; the message schemas are in
+`conformance/schema/protocol/`). {_NOTES[chosen.language].replace("@@NAME@@", chosen.name)}
 
 It completes the `hello` handshake (protocol {PROTOCOL_VERSION}) and declares:
 
@@ -322,15 +361,9 @@ It completes the `hello` handshake (protocol {PROTOCOL_VERSION}) and declares:
 - {fmt}.
 
 Every operation of a claimed class is answered with the failure
-`"not implemented: <op>"`: replace each with a call on your implementation. The
-operations of the classes not claimed ({unclaimed}) are answered `unsupported`, as
-the protocol requires (PROTO-23). `reset` answers `ok: null` (release every handle
-there), `shutdown` answers `ok: null` and exits, and `hash_batch` is
-{
-        "a not-implemented failure until you implement it (run `hash` on each program)"
-        if "hash" in chosen.classes
-        else "`unsupported` (the class `hash` is not claimed)"
-    }.
+`"not implemented: <op>"`: replace each with a call on your implementation.
+{others}`reset` answers `ok: null` (release every handle there), `shutdown` answers
+`ok: null` and exits, and `hash_batch` {batch}.
 
 {build_step}Run the suite against it, from this folder:
 
@@ -339,13 +372,40 @@ kvconform run --adapter-cmd "{command}"
 ```
 
 As generated, the handshake completes and every applicable case fails with
-"not implemented: <op>" (exit status 1), so the report lists what to implement next.
-A case of a class not claimed is reported not applicable.
+"not implemented: <op>" (exit status 1), so the report says what to implement next;
+a case of a class not claimed is reported not applicable. The few cases that only
+probe for a refusal (a u64 out of range, a string with no UTF-8 form: any refusal
+will do, CONF-9) pass already.
 
 The operations to implement:
 
 {claimed}
-"""
+""")
+
+
+def _reflow(markdown: str, width: int = 88) -> str:
+    """Prose paragraphs and list items wrapped to ``width``; headings, code and comments kept."""
+
+    def fill(text: str, first: str = "", rest: str = "") -> str:
+        wrapper = textwrap.TextWrapper(
+            width,
+            initial_indent=first,
+            subsequent_indent=rest,
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
+        return wrapper.fill(" ".join(text.split()))
+
+    blocks = []
+    for block in markdown.strip("\n").split("\n\n"):
+        if block.startswith(("#", "```", "<!--")):
+            blocks.append(block)
+        elif block.startswith("- "):
+            items = ("\n" + block).split("\n- ")[1:]
+            blocks.append("\n".join(fill(item, "- ", "  ") for item in items))
+        else:
+            blocks.append(fill(block))
+    return "\n\n".join(blocks) + "\n"
 
 
 def _render(chosen: Plan) -> tuple[dict[str, str], str, str]:

@@ -134,19 +134,22 @@ function answer(request) {
   return failure(`unknown operation ${JSON.stringify(op)}`);
 }
 
+// A request answered with a failure, its seq unknown (PROTO-9).
+function refused(message) {
+  return JSON.stringify({ seq: null, failure: message });
+}
+
 // One request line to one response line; `done` is set by an answered shutdown.
 function serve(line) {
   let request;
   try {
     request = JSON.parse(line);
   } catch (err) {
-    return { text: JSON.stringify({ seq: null, failure: `the request is not JSON: ${err.message}` }) };
+    return { text: refused(`the request is not JSON: ${err.message}`) };
   }
   const seq = request !== null && typeof request === 'object' ? request.seq : undefined;
   if (!Number.isSafeInteger(seq) || seq < 0) {
-    return {
-      text: JSON.stringify({ seq: null, failure: "the request has no 'seq' (a non-negative integer)" }),
-    };
+    return { text: refused("the request has no 'seq' (a non-negative integer)") };
   }
   let body;
   try {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 
 from kvconform.skeletons import (
     Plan,
@@ -152,8 +153,10 @@ def answer(request):
 
 
 def main():
+    # Nothing but responses goes to standard output (PROTO-1): a stray print
+    # goes to standard error instead.
     protocol_out = sys.stdout
-    sys.stdout = sys.stderr  # a stray print must not corrupt the protocol stream (PROTO-1)
+    sys.stdout = sys.stderr
     for line in sys.stdin.buffer:
         seq, op = None, None
         try:
@@ -248,16 +251,9 @@ def _unclaimed(chosen: Plan) -> str:
     return "{" + rows + "\n}"
 
 
-def _wrap_doc(text: str, width: int = 84) -> str:
-    """A docstring body wrapped to ``width`` columns, indented for a function body."""
-    words, lines, line = text.split(), [], ""
-    for word in words:
-        if line and len(line) + 1 + len(word) > width:
-            lines.append(line)
-            line = word
-        else:
-            line = f"{line} {word}" if line else word
-    lines.append(line)
+def _wrap_doc(text: str) -> str:
+    """A docstring body that keeps its function within 88 columns."""
+    lines = textwrap.wrap(text, 78)
     if len(lines) == 1:
         return lines[0]
     return "\n    ".join(lines) + "\n    "

@@ -1,0 +1,277 @@
+"""``kvconform new-adapter``: the skeletons it writes start, declare and fail cleanly.
+
+For each language a skeleton claiming every class is generated, built (Rust, offline)
+and run against the whole suite through ``python -m kvconform.cli run --adapter-cmd``:
+the handshake completes, and every applicable case fails with "not implemented"
+(exit status 1), never with an adapter-start error or a crash. A skeleton claiming
+only ``hash`` declares exactly that in its ``hello`` answer, and answers the rest of
+the protocol as spec/protocol.md says.
+
+Needs ``cargo`` for Rust and ``node`` for JavaScript; without them those languages are
+skipped, loudly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from kvconform import cli, skeletons
+from kvconform.harness import checks, suite
+from kvconform.protocol.operations import TABLE
+from kvconform.values import CLASSES
+from tests.test_cli import run
+
+ALL = ",".join(CLASSES)
+BUILD_TIMEOUT = 600.0
+NO_CARGO = "cargo not found: the Rust skeleton was NOT tested (install a Rust toolchain)"
+NO_NODE = "node not found: the JavaScript skeleton was NOT tested (install Node)"
+
+
+def _tool(name: str, missing: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        warnings.warn(missing, stacklevel=2)
+        pytest.skip(missing)
+    return found
+
+
+def _generate(lang: str, directory: Path, classes: str | None = None) -> str:
+    """Generate with the command; its standard output."""
+    argv = ["new-adapter", "--lang", lang, str(directory)]
+    if classes is not None:
+        argv[3:3] = ["--classes", classes]
+    status, out, err = run(*argv)
+    assert status == cli.EXIT_OK, err
+    assert not err
+    return out
+
+
+def _adapter(lang: str, directory: Path, classes: str | None = None) -> list[str]:
+    """A skeleton generated (and built) in ``directory``: the argv that starts it."""
+    if lang == "rust":
+        cargo = _tool("cargo", NO_CARGO)
+    if lang == "javascript":
+        node = _tool("node", NO_NODE)
+    _generate(lang, directory, classes)
+    if lang == "python":
+        return [sys.executable, str(directory / "adapter.py")]
+    if lang == "javascript":
+        return [node, str(directory / "adapter.js")]
+    done = subprocess.run(
+        [cargo, "build", "--offline", "--quiet"],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, f"cargo build failed:\n{done.stdout}\n{done.stderr}"
+    assert "warning" not in done.stderr, done.stderr
+    binary = directory / "target" / "debug" / skeletons.adapter_name(directory)
+    assert binary.is_file(), f"cargo build succeeded but {binary} is missing"
+    return [str(binary)]
+
+
+def _refusal_probe(case_id: str) -> bool:
+    """Whether every check of a case is a must-not-succeed probe (CONF-9).
+
+    Any refusal passes such a probe, an adapter ``failure`` included, so a skeleton
+    whose every answer is "not implemented" passes it, rightly.
+    """
+    case = next(c for c in suite.all_cases() if c.id == case_id)
+    return bool(case.checks) and all(
+        isinstance(getattr(check, "expect", None), checks.Refuses) for check in case.checks
+    )
+
+
+@pytest.mark.parametrize("lang", skeletons.LANGUAGES)
+def test_a_skeleton_claiming_every_class_fails_every_case_as_not_implemented(
+    lang: str, tmp_path: Path
+) -> None:
+    argv = _adapter(lang, tmp_path / f"adapter-{lang}", ALL)
+    report = tmp_path / "report.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kvconform.cli",
+            "run",
+            "--adapter-cmd",
+            shlex.join(argv),
+            "--json",
+            str(report),
+            "--quiet",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == cli.EXIT_FAILED, done.stdout[-3000:] + done.stderr[-3000:]
+    data = json.loads(report.read_text(encoding="utf-8"))
+    assert "incomplete" not in data
+    assert data["adapter"]["language"] == lang
+    assert sorted(data["adapter"]["classes"]) == sorted(CLASSES)
+    assert data["adapter"]["format"] == {"writes": 1, "reads": [1]}
+    results = data["results"]
+    failed = [r for r in results if r["verdict"] == "failed"]
+    assert failed and data["summary"]["not_run"] == 0
+    not_said = [r["id"] for r in failed if "not implemented" not in r["failure"]["text"]]
+    assert not not_said, f"failed otherwise than 'not implemented': {not_said[:10]}"
+    passed = [r["id"] for r in results if r["verdict"] == "passed"]
+    assert all(_refusal_probe(case_id) for case_id in passed), passed
+    assert {r["verdict"] for r in results} <= {"failed", "not_applicable", "passed"}
+
+
+class _Session:
+    """A skeleton process spoken to one line at a time."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        self.seq = 0
+
+    def ask(self, op: str, **fields: object) -> dict[str, object]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        request = {"seq": self.seq, "op": op, **fields}
+        self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+        self.proc.stdin.flush()
+        answer = json.loads(self.proc.stdout.readline())
+        assert isinstance(answer, dict)
+        assert answer.pop("seq") == self.seq, answer
+        self.seq += 1
+        return answer
+
+    def close(self) -> int:
+        try:
+            return self.proc.wait(timeout=10)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                if stream is not None:
+                    stream.close()
+
+
+@pytest.mark.parametrize("lang", skeletons.LANGUAGES)
+def test_a_hash_only_skeleton_declares_exactly_hash(lang: str, tmp_path: Path) -> None:
+    session = _Session(_adapter(lang, tmp_path / f"hash-{lang}"))  # the default: hash
+    try:
+        hello = session.ask("hello", protocol=1, suite="2.2.0")
+        assert set(hello) == {"ok"}, hello
+        info = hello["ok"]
+        assert isinstance(info, dict)
+        assert info["classes"] == ["hash"]
+        assert info["format"] == {"writes": None, "reads": []}
+        assert info["protocol"] == 1 and info["language"] == lang
+        assert session.ask("hash", program=[{"op": "finish"}]) == {
+            "failure": "not implemented: hash"
+        }
+        assert session.ask("hash_batch", programs=[]) == {"failure": "not implemented: hash_batch"}
+        for op in ("model_new", "measure", "verify", "session_rebind"):
+            assert set(session.ask(op)) == {"unsupported"}, op
+        assert set(session.ask("no_such_op")) == {"failure"}
+        assert session.ask("reset") == {"ok": None}
+        assert session.ask("shutdown") == {"ok": None}
+    finally:
+        status = session.close()
+    assert status == 0
+
+
+@pytest.mark.parametrize("lang", skeletons.LANGUAGES)
+def test_a_skeleton_without_hash_answers_hash_batch_unsupported_and_refuses_other_protocols(
+    lang: str, tmp_path: Path
+) -> None:
+    session = _Session(_adapter(lang, tmp_path / f"verify-{lang}", "verify"))
+    try:
+        assert set(session.ask("hello", protocol=2, suite="9.9.9")) == {"failure"}
+        info = session.ask("hello", protocol=1, suite="2.2.0")["ok"]
+        assert isinstance(info, dict)
+        assert info["classes"] == ["signature", "verify"]
+        assert info["format"] == {"writes": 1, "reads": [1]}
+        assert set(session.ask("hash_batch", programs=[])) == {"unsupported"}
+        assert session.ask("stamp") == {"failure": "not implemented: stamp"}
+    finally:
+        assert session.proc.stdin is not None
+        session.proc.stdin.close()  # end of input: the adapter exits (PROTO-24)
+        status = session.close()
+    assert status == 0
+
+
+def test_required_classes_are_added_and_said(tmp_path: Path) -> None:
+    out = _generate("python", tmp_path / "a", "plan_validity,verify")
+    assert "added the class identity: plan requires it" in out
+    assert "added the class plan: plan_validity requires it" in out
+    assert "added the class signature: verify requires it" in out
+    text = (tmp_path / "a" / "adapter.py").read_text(encoding="utf-8")
+    assert 'CLASSES = ["identity", "plan", "signature", "verify", "plan_validity"]' in text
+    readme = " ".join((tmp_path / "a" / "README.md").read_text(encoding="utf-8").split())
+    assert 'kvconform run --adapter-cmd "python3 adapter.py"' in readme
+    assert "spec/protocol.md" in readme and "identity added: plan requires it" in readme
+
+
+@pytest.mark.parametrize("lang", skeletons.LANGUAGES)
+def test_every_generated_file_has_a_header_and_every_operation_is_answered(
+    lang: str, tmp_path: Path
+) -> None:
+    _generate(lang, tmp_path / "x", ALL)
+    sources = ""
+    for path in sorted(p for p in (tmp_path / "x").rglob("*") if p.is_file()):
+        head = path.read_text(encoding="utf-8")[:2000]
+        assert "spec/protocol.md" in head and "replace" in head.lower(), path
+        sources += path.read_text(encoding="utf-8")
+    for spec in TABLE:
+        answered = f"notImplemented('{spec.name}')", f'not_implemented("{spec.name}")'
+        assert any(call in sources for call in answered), spec.name
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["--lang", "go"], "invalid choice: 'go'"),
+        (["--lang", "python", "--classes", "hash,planning"], "unknown class 'planning'"),
+        (["--lang", "python", "--classes", ","], "no class given"),
+        (["--classes", "hash"], "required: --lang"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(argv: list[str], fragment: str, tmp_path: Path) -> None:
+    status, out, err = run("new-adapter", *argv, str(tmp_path / "new"))
+    assert status == cli.EXIT_USAGE
+    assert fragment in err and err.count("\n") == 1, err
+    assert not out and not (tmp_path / "new").exists()
+
+
+def test_a_non_empty_directory_is_refused_and_left_alone(tmp_path: Path) -> None:
+    (tmp_path / "mine.txt").write_text("keep me", encoding="utf-8")
+    status, out, err = run("new-adapter", "--lang", "python", str(tmp_path))
+    assert not out
+    assert status == cli.EXIT_USAGE
+    assert "exists and is not empty" in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt"]
+    status, _, err = run("new-adapter", "--lang", "rust", str(tmp_path / "mine.txt"))
+    assert status == cli.EXIT_USAGE and "not a directory" in err and err.count("\n") == 1
+
+
+def test_an_empty_directory_is_used(tmp_path: Path) -> None:
+    _generate("javascript", tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "adapter.js"]
+
+
+def test_the_commands_languages_are_the_generators() -> None:
+    parser = cli._parser()
+    with pytest.raises(cli.UsageError, match="choose from 'python', 'rust', 'javascript'"):
+        parser.parse_args(["new-adapter", "--lang", "cobol", "x"])
+    assert skeletons.LANGUAGES == ("python", "rust", "javascript")
