@@ -145,6 +145,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     out.add_argument("--html", type=Path, metavar="FILE", help="self-contained HTML report")
     out.add_argument(
+        "--trace",
+        type=Path,
+        metavar="FILE",
+        help=(
+            "record every request and response of the run, numbered beside the step that "
+            "sent it, into FILE; failing cases carry their trace in every report"
+        ),
+    )
+    out.add_argument(
         "--report-dir",
         type=Path,
         metavar="DIR",
@@ -483,12 +492,31 @@ def _preflight(args: argparse.Namespace) -> None:
                 "--write-expectations would overwrite the --expectations file it reads "
                 "(and replace every reason with TODO); write to another file"
             )
+    if args.trace is not None:
+        outputs.append(("--trace", args.trace))
     for what, path in outputs:
         if path.is_dir():
             raise UsageError(f"{what}: {path} is a directory")
         _writable_dir(path.parent, what, create=False)
     if args.export_counterexamples is not None:
         _writable_dir(args.export_counterexamples, "--export-counterexamples")
+
+
+def _write_trace(path: Path, results: Sequence[CaseResult]) -> None:
+    """Every traced case, in run order: its verdict, then each exchange (``--trace``)."""
+    from kvconform.reports.files import write_atomic
+
+    lines = ["# kvconform trace: > what the harness sent, < what came back", ""]
+    for result in results:
+        if not result.trace:
+            continue
+        lines.append(f"{result.case.kind} {result.case.id}: {result.verdict}")
+        lines += [f"  {line}" for line in result.trace]
+        lines.append("")
+    try:
+        write_atomic(path, "\n".join(lines))
+    except OSError as exc:
+        raise UsageError(f"cannot write the trace {path}: {exc}") from None
 
 
 def _adapter_argv(command: str) -> list[str]:
@@ -557,7 +585,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             if case.kind == "generated" and generated is not None:
                 results.append(generated.run(case, driver, err))
             else:
-                results.append(run_case(case, driver))
+                results.append(run_case(case, driver, trace=args.trace is not None))
             progress(results[-1])
             gave_up = getattr(driver, "given_up", None)
             if gave_up is not None and len(results) < len(cases):
@@ -612,6 +640,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if stopped is not None:
         report["incomplete"] = _stop_reason(stopped, len(results), len(cases))
     _write_reports(args, report)
+    if args.trace is not None:
+        _write_trace(args.trace, results)
     if stopped is not None:
         _print_summary(report, results, args, integrity, out)
         err.write(f"kvconform: {report['incomplete']}\n")

@@ -6,17 +6,19 @@ never passed (CONF-3). Skips are named predicates that return that reason.
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from kvconform.harness.checks import Failure, OutcomeCheck, Refuses
 from kvconform.harness.declarations import adapt, capability_missing, option_not_declared
 from kvconform.harness.scenario import Case
+from kvconform.protocol import codec
 from kvconform.protocol.driver import Driver
-from kvconform.protocol.operations import Measure, Stamp, Verify
-from kvconform.values import AdapterInfo, Broken
+from kvconform.protocol.operations import Measure, Op, Stamp, Verify
+from kvconform.values import AdapterInfo, Broken, Ok, Outcome, Refused
 
 #: ``not_run``: the run ended before the case (its adapter was given up); no verdict.
 Verdict = Literal["passed", "failed", "not_applicable", "not_run"]
@@ -29,11 +31,16 @@ class CaseResult:
     failures: tuple[Failure, ...] = ()
     reason: str = ""
     seconds: float = 0.0
+    #: Every operation as sent and what came back, when the run was traced (``--trace``).
+    trace: tuple[str, ...] = ()
 
     def report(self) -> str:
-        """What a person needs to see when the case failed."""
+        """What a person needs to see when the case failed (with its trace, if traced)."""
         reason = self.reason if self.verdict == "not_applicable" else ""
-        return render_failure(self.case, self.failures, reason)
+        text = render_failure(self.case, self.failures, reason)
+        if self.trace and self.verdict == "failed":
+            text += "\n  trace (> sent, < received):\n" + "\n".join(f"  {t}" for t in self.trace)
+        return text
 
 
 def class_not_claimed(case: Case, info: AdapterInfo) -> str | None:
@@ -95,7 +102,33 @@ def not_applicable(case: Case, info: AdapterInfo) -> str | None:
     return None
 
 
-def run_case(case: Case, driver: Driver) -> CaseResult:
+def trace_lines(case: Case, outcomes: Sequence[Outcome]) -> tuple[str, ...]:
+    """Each operation as sent and what came back, numbered, beside the step that sent it.
+
+    A request is its protocol-1 wire form without ``seq`` (what a stdio adapter
+    receives; an in-process adapter receives the same values as arguments); an
+    answer is the outcome in the same form (``ok``, ``error``), or the harness's
+    account of an exchange that gave none. Text is ASCII-escaped, so an adapter's
+    words are inert wherever the trace is shown.
+    """
+    steps = {c.op_index: c.where.step for c in case.checks if isinstance(c, OutcomeCheck)}
+    lines: list[str] = []
+    for index, (op, outcome) in enumerate(zip(case.program, outcomes, strict=False)):
+        lines.append(f"{index + 1:>3} {steps.get(index, '')}")
+        lines.append(f"    > {json.dumps(codec.to_wire(op))}")
+        lines.append(f"    < {_answer(op, outcome)}")
+    return tuple(lines)
+
+
+def _answer(op: Op, outcome: Outcome) -> str:
+    if isinstance(outcome, Ok):
+        return json.dumps(codec.result_to_wire(op, outcome.value))
+    if isinstance(outcome, Refused):
+        return json.dumps({"error": codec.fault_to_wire(outcome.fault)})
+    return "(no answer) " + json.dumps(outcome.reason)
+
+
+def run_case(case: Case, driver: Driver, *, trace: bool = False) -> CaseResult:
     reason = not_applicable(case, driver.info)
     if reason:
         return CaseResult(case, "not_applicable", reason=reason)
@@ -103,13 +136,14 @@ def run_case(case: Case, driver: Driver) -> CaseResult:
     start = time.perf_counter()
     outcomes = driver.run(case.program)
     seconds = time.perf_counter() - start
+    traced = trace_lines(case, outcomes) if trace else ()
     if len(outcomes) != len(case.program):
         failure = Failure(
             where=case.checks[0].where if case.checks else None,  # type: ignore[arg-type]
             expected=f"{len(case.program)} outcomes",
             actual=f"{len(outcomes)} outcomes",
         )
-        return CaseResult(case, "failed", (failure,), seconds=seconds)
+        return CaseResult(case, "failed", (failure,), seconds=seconds, trace=traced)
     failures: list[Failure] = []
     for check in case.checks:
         found = check.evaluate(outcomes)
@@ -126,11 +160,11 @@ def run_case(case: Case, driver: Driver) -> CaseResult:
     if next(broken, None) is not None and not failures:
         failures.append(Failure(case.checks[0].where, "no adapter failure", "adapter failure"))
     verdict: Verdict = "failed" if failures else "passed"
-    return CaseResult(case, verdict, tuple(failures), seconds=seconds)
+    return CaseResult(case, verdict, tuple(failures), seconds=seconds, trace=traced)
 
 
-def run_cases(cases: Iterable[Case], driver: Driver) -> list[CaseResult]:
-    return [run_case(case, driver) for case in cases]
+def run_cases(cases: Iterable[Case], driver: Driver, *, trace: bool = False) -> list[CaseResult]:
+    return [run_case(case, driver, trace=trace) for case in cases]
 
 
 def requirement_summary(req_id: str) -> str:

@@ -1,0 +1,44 @@
+"""``--trace``: every request and response of a run, beside the step that sent it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kvconform import cli
+
+
+def test_a_traced_run_writes_the_exchange_and_attaches_it_to_failures(tmp_path: Path) -> None:
+    trace, report, html = tmp_path / "trace.txt", tmp_path / "r.json", tmp_path / "r.html"
+    status = cli.main(
+        [
+            "run", "--quiet", "--id", "plan.rebind.all-or-nothing",
+            "--adapter", "tests.mutants.plan_validity:RebindCommitsSlotBySlot",
+            "--trace", str(trace), "--json", str(report), "--html", str(html),
+        ]
+    )  # fmt: skip
+    assert status == cli.EXIT_FAILED
+    text = trace.read_text(encoding="utf-8")
+    assert "scenario plan.rebind.all-or-nothing: failed" in text
+    assert '> {"op": "session_rebind", "session": "plan", "cache": "half"}' in text
+    assert '< {"error": {"kind": "storage_differs"' in text
+    assert "step 5 (session_rebind)" in text  # numbered beside the step that sent it
+    failure = json.loads(report.read_text(encoding="utf-8"))["results"][0]["failure"]["text"]
+    assert "trace (> sent, < received):" in failure and '< {"ok": "allocation_changed"}' in failure
+    assert "trace (&gt; sent, &lt; received):" in html.read_text(encoding="utf-8")
+
+
+def test_an_untraced_run_carries_no_trace(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    status = cli.main(
+        [
+            "run", "--quiet", "--id", "plan.rebind.all-or-nothing",
+            "--adapter", "tests.mutants.plan_validity:RebindCommitsSlotBySlot",
+            "--json", str(report),
+        ]
+    )  # fmt: skip
+    assert status == cli.EXIT_FAILED
+    assert (
+        "trace"
+        not in json.loads(report.read_text(encoding="utf-8"))["results"][0]["failure"]["text"]
+    )
