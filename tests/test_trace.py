@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+
+import pytest
 
 from kvconform import cli
 
@@ -42,3 +45,21 @@ def test_an_untraced_run_carries_no_trace(tmp_path: Path) -> None:
         "trace"
         not in json.loads(report.read_text(encoding="utf-8"))["results"][0]["failure"]["text"]
     )
+
+
+def test_an_adapter_module_in_the_current_directory_loads_without_pythonpath(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--adapter my_adapter:make`` beside the user, as ``python -m`` would find it."""
+    module = tmp_path / "kvconform_cwd_adapter.py"
+    module.write_text(
+        "from kvconform.adapters.reference import ReferenceAdapter\n"
+        "def make():\n    return ReferenceAdapter()\n",
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    status = cli.main(
+        ["run", "--quiet", "--class", "hash", "--adapter", "kvconform_cwd_adapter:make"]
+    )
+    assert status == cli.EXIT_OK

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import Any
 
 from kvconform.protocol.adapter import Adapter
@@ -16,10 +18,17 @@ class AdapterSpecError(ValueError):
 
 
 def load_adapter(spec: str) -> Adapter:
-    """Import ``module:factory`` and call the factory with no arguments."""
+    """Import ``module:factory`` and call the factory with no arguments.
+
+    The current directory is searched first, as ``python -m`` does, so an adapter
+    module beside the user needs no ``PYTHONPATH``.
+    """
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise AdapterSpecError(f"adapter {spec!r}: expected 'module:factory'")
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
