@@ -518,3 +518,22 @@ def test_hash_programs_hold_every_kind_of_mix() -> None:
         "instance",
         "bytes",
     } <= seen
+
+
+def test_generated_checks_show_progress_per_property() -> None:
+    """On a terminal a live count of programs, otherwise one line per property (issue 14)."""
+    import io
+
+    from kvconform import cli
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for err in (io.StringIO(), Terminal()):
+        status = cli.main(["run", "--class", "hash", "--generated", "30"], io.StringIO(), err)
+        assert status == cli.EXIT_OK
+        text = err.getvalue()
+        assert "generated.hash: passed (30 programs" in text
+        if isinstance(err, Terminal):
+            assert "\r  generated.hash: program 1 of about 30" in text

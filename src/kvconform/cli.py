@@ -671,17 +671,33 @@ class _Generated:
     """The generated checks of one run (kvconform.differential): N examples, a seed."""
 
     def __init__(
-        self, examples: int, seed: int, export_dir: Path | None, label: str | None
+        self,
+        examples: int,
+        seed: int,
+        export_dir: Path | None,
+        label: str | None,
+        quiet: bool = False,
     ) -> None:
         from kvconform.differential import engine
 
         self.engine = engine
         self.examples, self.seed, self.export_dir, self.label = examples, seed, export_dir, label
+        self.quiet = quiet
         self.cases = engine.generated_cases()
         self.reference = engine.reference_driver()
 
     def run(self, case: Case, driver: Driver, err: TextIO) -> CaseResult:
         prop = self.engine.PROPERTIES_BY_ID[case.id]
+        tty = err.isatty() and not self.quiet
+        shown = [0.0]
+
+        def on_run(runs: int) -> None:  # on a terminal, at most ten updates a second
+            now = time.perf_counter()
+            if now - shown[0] >= 0.1:
+                shown[0] = now
+                err.write(f"\r  {case.id}: program {runs} of about {self.examples} ")
+                err.flush()
+
         result = self.engine.run_property(
             prop,
             driver,
@@ -690,7 +706,14 @@ class _Generated:
             reference=self.reference,
             export_dir=self.export_dir,
             label=self.label,
+            on_run=on_run if tty else None,
         )
+        if not self.quiet:  # a line per property, with what it cost
+            clear = "\r" if tty else ""
+            err.write(
+                f"{clear}  {case.id}: {result.verdict.replace('_', ' ')} "
+                f"({result.runs} programs, {result.seconds:.1f} s)" + " " * 12 + "\n"
+            )
         if result.exported is not None:
             err.write(f"wrote counterexample scenario {result.exported}\n")
         return self.engine.case_result(result)
@@ -715,7 +738,11 @@ def _generated_options(args: argparse.Namespace) -> _Generated | None:
 
     seed = DEFAULT_SEED if args.seed is None else new_seed() if args.seed == "random" else args.seed
     return _Generated(
-        args.generated, seed, args.export_counterexamples, args.adapter_cmd or args.adapter
+        args.generated,
+        seed,
+        args.export_counterexamples,
+        args.adapter_cmd or args.adapter,
+        quiet=args.quiet,
     )
 
 

@@ -266,10 +266,17 @@ def _settings(examples: int, shrink: bool) -> settings:
 class _Judge:
     """Runs programs on both sides, once each (a memo by program), and counts the runs."""
 
-    def __init__(self, prop: Property, reference: Driver, driver: Driver) -> None:
+    def __init__(
+        self,
+        prop: Property,
+        reference: Driver,
+        driver: Driver,
+        on_run: Callable[[int], None] | None = None,
+    ) -> None:
         self.prop, self.reference, self.driver = prop, reference, driver
         self.memo: dict[Program, Counterexample | ReferenceBroken | None] = {}
         self.runs = 0
+        self.on_run = on_run
 
     def knows(self, program: Program) -> bool:
         try:
@@ -281,6 +288,8 @@ class _Judge:
         if self.knows(program):  # (an unhashable value is run again)
             return self.memo[program]
         self.runs += 1
+        if self.on_run is not None:
+            self.on_run(self.runs)
         known = _judge(self.prop, self.reference, self.driver, program)
         with contextlib.suppress(TypeError):  # unhashable: not memoized
             self.memo[program] = known
@@ -298,8 +307,11 @@ def run_property(
     shrink_seconds: float | None = None,
     export_dir: Path | None = None,
     label: str | None = None,
+    on_run: Callable[[int], None] | None = None,
 ) -> PropertyResult:
     """Run ``examples`` random programs of ``prop`` on ``driver`` and on the reference.
+
+    ``on_run`` is told the number of programs run so far, after each (progress).
 
     A property with a ``writer`` writes its programs itself (:func:`program_source`,
     :func:`shrink_choices`); one without runs through Hypothesis. ``label`` names
@@ -314,7 +326,7 @@ def run_property(
     if shrink_seconds is None:
         shrink_seconds = SHRINK_SECONDS
     reference = reference or reference_driver()
-    judge = _Judge(prop, reference, driver)
+    judge = _Judge(prop, reference, driver, on_run)
     start = time.perf_counter()
     note = ""
     final: Counterexample | ReferenceBroken | None
