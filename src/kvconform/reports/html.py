@@ -1,12 +1,28 @@
 """Self-contained HTML: one page per run, and a matrix comparing several runs.
 
-Pages carry their own CSS and no script or external resource, so they can be
-attached to a CI run or mailed as they are.
+Pages carry their own CSS and load nothing, so they can be attached to a CI run
+or mailed as they are. The run page, written for a person, shows the failures
+first, grouped by the requirement each case is written for, each one opening to
+its full text and the commands that explain and rerun it; the other cases follow,
+collapsed by area.
+
+The run page carries one small inline script of its own, a filter by class, area
+and basis. It reads only ``data-`` attributes, its own form and the address's
+fragment, and writes only ``hidden`` and ``open`` attributes and a line of counts
+(``textContent``): it never turns text into markup. Without scripts the filter
+stays hidden and everything is shown. Every page declares a Content-Security-Policy
+that allows its own style and that one script, by hash, and nothing else: adapter
+text is escaped (:mod:`.untrusted`), and markup that slipped past the escaping
+still could not load or run anything.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
+import shlex
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,7 +39,7 @@ def escape(text: object) -> str:
 
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:75em;padding:0 1em;color:#222}
-h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}h4{margin:1em 0 .3em}
 table{border-collapse:collapse;margin:.5em 0}th,td{border:1px solid #ccc;padding:.25em .6em;
 text-align:left;vertical-align:top}th{background:#f3f3f3}
 .passed{background:#d9f2d9}.failed{background:#f8d0d0;font-weight:600}
@@ -31,16 +47,97 @@ text-align:left;vertical-align:top}th{background:#f3f3f3}
 td.cell a{color:inherit;text-decoration:none;display:block}
 pre{background:#f7f7f7;padding:.6em;overflow-x:auto;white-space:pre-wrap}
 .meta{color:#555}code{font-size:.95em}.caveat{background:#fff3cd;padding:.4em .6em}
+[hidden]{display:none!important}
+.text{font-weight:normal;color:#444}
+details.case{border-left:4px solid #d33;margin:.4em 0;padding:.2em .6em;background:#fdf6f6}
+details.case>summary{cursor:pointer}details.case[open]>summary{margin-bottom:.4em}
+.tag{font-size:.85em;padding:0 .4em;border-radius:.3em;white-space:nowrap}
+.tag.seed{background:#f8d0d0}.tag.decision{background:#fde9c4}
+pre.cmd{background:#eef3fb}
+details.area{margin:.3em 0}details.area>summary{cursor:pointer;font-weight:600}
+form.filter{background:#f6f6f6;padding:.4em .8em;margin:1em 0}
+form.filter fieldset{display:inline-block;border:1px solid #ddd;margin:.2em .4em .2em 0;
+vertical-align:top}form.filter label{margin-right:.8em;white-space:nowrap}
+"""
+
+#: The run page's script: the filter, and a failure linked to (``#case-<id>``) opens.
+#: It reads ``data-class``, ``data-area``, ``data-basis``, the form and the address's
+#: fragment, and writes ``hidden``, ``open`` and the status line's ``textContent`` only.
+_FILTER_SCRIPT = """
+(function () {
+  "use strict";
+  var form = document.getElementById("filter");
+  if (!form) { return; }
+  function picked(name) {
+    var set = new Set();
+    form.querySelectorAll("input[name='" + name + "']").forEach(function (box) {
+      if (box.checked) { set.add(box.value); }
+    });
+    return set;
+  }
+  function basisMatches(wanted, basis) {
+    if (wanted === "any") { return true; }
+    if (wanted === "seed") { return basis === "seed"; }
+    if (wanted === "decision") { return basis !== "seed"; }
+    return basis !== "seed" && basis.split(" ").indexOf(wanted.slice(9)) >= 0;
+  }
+  function apply() {
+    var classes = picked("class"), areas = picked("area");
+    var wanted = form.elements.namedItem("basis").value;
+    var shown = {failures: 0, cases: 0}, total = {failures: 0, cases: 0};
+    document.querySelectorAll("[data-class]").forEach(function (item) {
+      var on = classes.has(item.getAttribute("data-class")) &&
+        areas.has(item.getAttribute("data-area")) &&
+        basisMatches(wanted, item.getAttribute("data-basis") || "seed");
+      var kind = item.tagName === "DETAILS" ? "failures" : "cases";
+      item.hidden = !on;
+      total[kind] += 1;
+      if (on) { shown[kind] += 1; }
+    });
+    document.querySelectorAll("[data-group]").forEach(function (group) {
+      group.hidden = !group.querySelector("[data-class]:not([hidden])");
+    });
+    document.getElementById("filter-status").textContent =
+      "Showing " + shown.failures + " of " + total.failures + " failing case(s) and " +
+      shown.cases + " of " + total.cases + " case(s) by area.";
+  }
+  function openTarget() {
+    var target;
+    try {
+      target = document.getElementById(decodeURIComponent(window.location.hash.slice(1)));
+    } catch (malformed) { return; }
+    if (target && target.tagName === "DETAILS") { target.open = true; }
+  }
+  window.addEventListener("hashchange", openTarget);
+  form.addEventListener("change", apply);
+  form.addEventListener("submit", function (event) { event.preventDefault(); });
+  form.addEventListener("reset", function () { window.setTimeout(apply, 0); });
+  form.hidden = false;
+  apply();
+  openTarget();
+})();
 """
 
 _LABEL = {"passed": "pass", "failed": "FAIL", "not_applicable": "n/a", "not_run": "not run"}
 
 
-def _page(title: str, body: list[str]) -> str:
+def _digest(source: str) -> str:
+    """A CSP hash source for an inline element's exact text."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(source.encode()).digest()).decode() + "'"
+
+
+def _page(title: str, body: list[str], script: str = "") -> str:
+    scripts = _digest(script) if script else "'none'"
+    policy = (
+        f"default-src 'none'; style-src {_digest(_CSS)}; script-src {scripts}; "
+        "base-uri 'none'; form-action 'none'"
+    )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
         f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>\n"
         + "\n".join(body)
+        + (f'\n<script id="filter-script">{script}</script>' if script else "")
         + "\n</body></html>\n"
     )
 
@@ -62,7 +159,9 @@ def _counts_table(title: str, rows: Mapping[str, Mapping[str, int]]) -> list[str
 
 def render_run(report: Mapping[str, Any]) -> str:
     a, s = report["adapter"], report["summary"]
+    results: list[Mapping[str, Any]] = report["results"]
     title = f"kvconform {report['suite']['version']}: {a['name']} {a['version']}"
+    failed = [r for r in results if r["verdict"] == "failed"]
     body = [
         f"<h1>{escape(title)}</h1>",
         *(f'<p class="caveat"><strong>{escape(c)}</strong></p>' for c in caveats(report)),
@@ -74,53 +173,195 @@ def render_run(report: Mapping[str, Any]) -> str:
         f"{escape(str(a['format']['reads']))}. Suite digest "
         f"<code>{escape(report['suite']['digest'])}</code>; "
         f"started {escape(report['started'])}.</p>",
+        *_filter(results),
+        f'<h2 id="failures">Failures ({len(failed)})</h2>',
+        *_failures(failed, report["requirements"]),
         "<h2>By class</h2>",
         *_counts_table("class", s["by_class"]),
         "<h2>By area</h2>",
         *_counts_table("area", s["by_area"]),
+        *_requirements(report["requirements"]),
+        *_cases_by_area(results),
     ]
-    failed = [r for r in report["results"] if r["verdict"] == "failed"]
-    body.append(f'<h2 id="failures">Failures ({len(failed)})</h2>')
-    for title, group in (
-        ("On the seeds' semantics (safety)", [r for r in failed if r.get("basis") == "seed"]),
+    return _page(title, body, script=_FILTER_SCRIPT)
+
+
+def _basis(result: Mapping[str, Any]) -> str | list[str]:
+    basis: str | list[str] = result.get("basis", "seed")
+    return basis
+
+
+def _data(result: Mapping[str, Any]) -> str:
+    """The attributes the filter reads: class, area, and ``seed`` or the decisions."""
+    basis = _basis(result)
+    key = "seed" if basis == "seed" else " ".join(basis)
+    return (
+        f'data-class="{escape(result["class"])}" data-area="{escape(result["area"])}" '
+        f'data-basis="{escape(key)}"'
+    )
+
+
+def _filter(results: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The filter's form: hidden until its script shows it, so no script shows everything."""
+    decisions = sorted({d for r in results if (b := _basis(r)) != "seed" for d in b})
+
+    def boxes(name: str, values: Sequence[str]) -> str:
+        return "".join(
+            f'<label><input type="checkbox" name="{name}" value="{escape(v)}" checked> '
+            f"{escape(v)}</label>"
+            for v in values
+        )
+
+    options = [
+        ("any", "any"),
+        ("seed", "the seeds' semantics (safety)"),
+        ("decision", "any decision of the specification (policy)"),
+        *((f"decision:{d}", f"decision {d}") for d in decisions),
+    ]
+    return [
+        '<form id="filter" class="filter" hidden>',
+        f"<fieldset><legend>class</legend>{boxes('class', sorted({r['class'] for r in results}))}"
+        "</fieldset>",
+        f"<fieldset><legend>area</legend>{boxes('area', sorted({r['area'] for r in results}))}"
+        "</fieldset>",
+        '<fieldset><legend>basis</legend><select name="basis">'
+        + "".join(f'<option value="{escape(v)}">{escape(label)}</option>' for v, label in options)
+        + '</select> <button type="reset">show all</button></fieldset>',
+        '<p id="filter-status" class="meta" role="status"></p>',
+        "</form>",
+    ]
+
+
+def _failures(failed: Sequence[Mapping[str, Any]], requirements: Mapping[str, Any]) -> list[str]:
+    """Safety failures apart from policy ones (CONF-8), each grouped by its requirement."""
+    out = [
+        '<p class="meta">Grouped by the requirement each case is written for (the first it '
+        "cites). Each failure opens to its full text (with its trace when the run used "
+        "<code>--trace</code>) and the commands that explain it and rerun it alone; give the "
+        "rerun the <code>--adapter</code> or <code>--adapter-cmd</code> of this run.</p>"
+    ]
+    order = {rid: index for index, rid in enumerate(requirements)}
+    for heading, group in (
+        ("On the seeds' semantics (safety)", [r for r in failed if _basis(r) == "seed"]),
         (
             "On a decision of the specification (policy)",
-            [r for r in failed if r.get("basis") != "seed"],
+            [r for r in failed if _basis(r) != "seed"],
         ),
     ):
-        body.append(f'<h3 class="basis">{title}: {len(group)}</h3>')
+        out.append(f'<h3 class="basis">{heading}: {len(group)}</h3>')
+        by_requirement: dict[str, list[Mapping[str, Any]]] = {}
         for r in group:
-            basis = "" if r.get("basis") == "seed" else f" (decision {', '.join(r['basis'])})"
-            body.append(
-                f'<h4 id="case-{escape(r["id"])}"><code>{escape(r["id"])}</code>'
-                f"{escape(basis)}</h4><pre>{escape(r['failure']['text'])}</pre>"
+            by_requirement.setdefault(_primary(r), []).append(r)
+        for rid in sorted(by_requirement, key=lambda k: (order.get(k, len(order)), k)):
+            cases = by_requirement[rid]
+            out.append(
+                f'<section class="requirement" data-group><h4>{escape(rid)}'
+                f'{_requirement_line(rid, ": ")} <span class="meta">({len(cases)} failing)</span>'
+                "</h4>"
             )
-    body += [
+            out += [_failure(r) for r in cases]
+            out.append("</section>")
+    return out
+
+
+def _primary(result: Mapping[str, Any]) -> str:
+    """The requirement a case is written for: the first it cites."""
+    cited = result.get("requires") or result.get("failure", {}).get("requires") or []
+    return str(cited[0]) if cited else "(no requirement)"
+
+
+def _failure(result: Mapping[str, Any]) -> str:
+    case_id = str(result["id"])
+    basis = _basis(result)
+    if basis == "seed":
+        tag = '<span class="tag seed">safety: the seeds&#x27; semantics</span>'
+    else:
+        tag = f'<span class="tag decision">policy: decision {escape(", ".join(basis))}</span>'
+    failure = result.get("failure", {})
+    also = [str(req) for req in failure.get("requires", result.get("requires", []))]
+    also = [req for req in also if req != _primary(result)]
+    quoted = escape(shlex.quote(case_id))
+    return (
+        f'<details class="case" id="case-{escape(case_id)}" {_data(result)}><summary>'
+        f"<code>{escape(case_id)}</code> {escape(result.get('title', ''))} {tag}"
+        + (f' <span class="meta">also {escape(", ".join(also))}</span>' if also else "")
+        + "</summary>"
+        f'<pre class="cmd">kvconform explain {quoted}\n'
+        f"kvconform run --id {quoted} --trace trace.txt "
+        f'--adapter-cmd "&lt;your adapter command&gt;"</pre>'
+        f"<pre>{escape(failure.get('text', ''))}</pre></details>"
+    )
+
+
+def _requirement_line(req_id: str, before: str) -> str:
+    """``before`` and a requirement's one line from the suite's specification, if it has one."""
+    from kvconform.harness.explain import requirement_summary
+    from kvconform.harness.yamlsource import SourceError
+
+    try:
+        text = requirement_summary(req_id)
+    except (OSError, SourceError):
+        text = ""
+    return f'{before}<span class="text">{escape(text)}</span>' if text else ""
+
+
+def _requirements(requirements: Mapping[str, Any]) -> list[str]:
+    out = [
         "<h2>Requirements</h2>",
         "<table><tr><th>requirement</th><th>verdict</th><th>cases</th><th>failing cases</th></tr>",
     ]
-    for rid, v in report["requirements"].items():
+    for rid, v in requirements.items():
         links = ", ".join(f'<a href="#case-{escape(c)}">{escape(c)}</a>' for c in v["failed"])
-        body.append(
-            f'<tr><td>{escape(rid)}</td><td class="{v["verdict"]}">'
-            f"{_LABEL[v['verdict']]}</td><td>{v['cases']}</td><td>{links}</td></tr>"
+        out.append(
+            f"<tr><td>{escape(rid)}{_requirement_line(rid, '<br>')}</td>"
+            f'<td class="{v["verdict"]}">{_LABEL[v["verdict"]]}</td><td>{v["cases"]}</td>'
+            f"<td>{links}</td></tr>"
         )
-    body += [
-        "</table>",
-        "<h2>All cases</h2>",
-        "<table><tr><th>case</th><th>area</th><th>class</th><th>basis</th><th>verdict</th></tr>",
+    out.append("</table>")
+    return out
+
+
+def _cases_by_area(results: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every case, one closed section per area; a failing one links to its failure above."""
+    out = [
+        f'<h2 id="cases">All cases ({len(results)})</h2>',
+        '<p class="meta">By area, collapsed: open one to see its cases.</p>',
     ]
-    for r in report["results"]:
-        note = f" ({escape(r['reason'])})" if r.get("reason") else ""
-        basis = r.get("basis", "seed")
-        basis_cell = "seed" if basis == "seed" else ", ".join(basis)
-        body.append(
-            f"<tr><td><code>{escape(r['id'])}</code></td><td>{escape(r['area'])}</td>"
-            f'<td>{escape(r["class"])}</td><td>{escape(basis_cell)}</td><td class="{r["verdict"]}">'
-            f"{_LABEL[r['verdict']]}{note}</td></tr>"
+    areas: dict[str, list[Mapping[str, Any]]] = {}
+    for r in results:
+        areas.setdefault(str(r["area"]), []).append(r)
+    for area in sorted(areas):
+        rows = areas[area]
+        counts = Counter(r["verdict"] for r in rows)
+        tally = ", ".join(
+            f"{counts[v]} {label}"
+            for v, label in (
+                ("passed", "passed"),
+                ("failed", "failed"),
+                ("not_applicable", "not applicable"),
+                ("not_run", "not run"),
+            )
+            if counts[v] or v == "passed"
         )
-    body.append("</table>")
-    return _page(title, body)
+        out += [
+            f'<details class="area" data-group><summary>{escape(area)}: {tally}</summary>',
+            "<table><tr><th>case</th><th>class</th><th>basis</th><th>verdict</th>"
+            "<th>title</th></tr>",
+        ]
+        for r in rows:
+            note = f" ({escape(r['reason'])})" if r.get("reason") else ""
+            basis = _basis(r)
+            basis_cell = "seed" if basis == "seed" else ", ".join(basis)
+            name = f"<code>{escape(r['id'])}</code>"
+            if r["verdict"] == "failed":
+                name = f'<a href="#case-{escape(r["id"])}">{name}</a>'
+            out.append(
+                f"<tr {_data(r)}><td>{name}</td><td>{escape(r['class'])}</td>"
+                f'<td>{escape(basis_cell)}</td><td class="{r["verdict"]}">'
+                f"{_LABEL[r['verdict']]}{note}</td><td>{escape(r.get('title', ''))}</td></tr>"
+            )
+        out += ["</table>", "</details>"]
+    return out
 
 
 def render_compare(reports: Sequence[Mapping[str, Any]]) -> str:
