@@ -173,7 +173,8 @@ def _parser() -> argparse.ArgumentParser:
         help="write the current failures as a starting expectations file",
     )
     generated = run.add_argument_group(
-        "generated checks (need Hypothesis: pip install 'kvconform[generated]')"
+        "generated checks (need Hypothesis: the 'generated' extra, pip install '.[generated]' "
+        "in a checkout)"
     )
     generated.add_argument(
         "--generated",
@@ -732,7 +733,8 @@ def _generated_options(args: argparse.Namespace) -> _Generated | None:
         import hypothesis  # noqa: F401
     except ImportError:
         raise UsageError(
-            "--generated needs Hypothesis: pip install 'kvconform[generated]'"
+            "--generated needs Hypothesis: install the 'generated' extra "
+            "(pip install '.[generated]' in a checkout, 'kvconform[generated]' after a release)"
         ) from None
     from kvconform.differential.engine import DEFAULT_SEED, new_seed
 
