@@ -63,3 +63,25 @@ def test_an_adapter_module_in_the_current_directory_loads_without_pythonpath(
         ["run", "--quiet", "--class", "hash", "--adapter", "kvconform_cwd_adapter:make"]
     )
     assert status == cli.EXIT_OK
+
+
+def test_over_stdio_the_trace_is_the_lines_on_the_wire(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.txt"
+    serve = f"{sys.executable} -m kvconform.serve --adapter kvconform.adapters.reference:v2"
+    status = cli.main(
+        [
+            "run",
+            "--quiet",
+            "--id",
+            "verify.v2.unmarked",
+            "--adapter-cmd",
+            serve,
+            "--trace",
+            str(trace),
+        ]
+    )
+    assert status == cli.EXIT_OK
+    text = trace.read_text(encoding="utf-8")
+    assert '> {"seq":' in text and '"op":"verify","recorded":null' in text  # as sent, seq and all
+    assert '"kind":"unmarked"' in text  # as the adapter wrote it
+    assert '> {"seq":' in text and '"op":"reset"}' in text  # the end of the program

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import fnmatch
 import gc
 import io
@@ -503,6 +504,31 @@ def _preflight(args: argparse.Namespace) -> None:
         _writable_dir(args.export_counterexamples, "--export-counterexamples")
 
 
+def _with_wire(result: CaseResult, wire: Sequence[tuple[str, bytes]]) -> CaseResult:
+    """The case's trace as the exact lines on the wire, each beside the step that sent it.
+
+    Requests and responses pair up in order (a program is sent whole, then read);
+    the last pair is the ``reset`` that ends the program. Lines are shown as the
+    adapter wrote them, control characters escaped (:mod:`.reports.untrusted`).
+    """
+    from kvconform.harness.checks import OutcomeCheck
+    from kvconform.reports.untrusted import one_line
+
+    if not wire:
+        return result
+    sent = [line for direction, line in wire if direction == "send"]
+    received = [line for direction, line in wire if direction == "recv"]
+    steps = {c.op_index: c.where.step for c in result.case.checks if isinstance(c, OutcomeCheck)}
+    lines: list[str] = []
+    for index in range(max(len(sent), len(received))):
+        label = steps.get(index, "") if index < len(result.case.program) else "(end of program)"
+        lines.append(f"{index + 1:>3} {label}")
+        for mark, side in ((">", sent), ("<", received)):
+            text = side[index].decode("utf-8", "backslashreplace") if index < len(side) else ""
+            lines.append(f"    {mark} {one_line(text) if text else '(nothing)'}")
+    return dataclasses.replace(result, trace=tuple(lines))
+
+
 def _write_trace(path: Path, results: Sequence[CaseResult]) -> None:
     """Every traced case, in run order: its verdict, then each exchange (``--trace``)."""
     from kvconform.reports.files import write_atomic
@@ -576,6 +602,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             f"generated checks: {generated.examples} example(s) per property, "
             f"seed {generated.seed}\n"
         )
+    wire: list[tuple[str, bytes]] | None = None
+    if args.trace is not None and hasattr(driver, "trace"):  # over stdio: the lines themselves
+        wire = []
+        driver.trace = lambda direction, line: wire.append((direction, bytes(line)))
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     clock = time.perf_counter()
     progress = Progress(len(cases), err, args.quiet)
@@ -585,6 +615,9 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for case in cases:
             if case.kind == "generated" and generated is not None:
                 results.append(generated.run(case, driver, err))
+            elif wire is not None:
+                wire.clear()
+                results.append(_with_wire(run_case(case, driver, trace=True), wire))
             else:
                 results.append(run_case(case, driver, trace=args.trace is not None))
             progress(results[-1])
