@@ -43,7 +43,7 @@ from typing import Any, NoReturn, TextIO, cast
 import kvconform
 from kvconform.adapters import DEFAULT_ADAPTER, AdapterSpecError, load_adapter
 from kvconform.harness import manifest, suite
-from kvconform.harness.runner import CaseResult, run_case
+from kvconform.harness.runner import CaseResult, run_case, step_labels
 from kvconform.harness.scenario import Case
 from kvconform.harness.yamlsource import SourceError
 from kvconform.protocol.driver import Driver, InProcessDriver
@@ -511,14 +511,13 @@ def _with_wire(result: CaseResult, wire: Sequence[tuple[str, bytes]]) -> CaseRes
     the last pair is the ``reset`` that ends the program. Lines are shown as the
     adapter wrote them, control characters escaped (:mod:`.reports.untrusted`).
     """
-    from kvconform.harness.checks import OutcomeCheck
     from kvconform.reports.untrusted import one_line
 
     if not wire:
         return result
     sent = [line for direction, line in wire if direction == "send"]
     received = [line for direction, line in wire if direction == "recv"]
-    steps = {c.op_index: c.where.step for c in result.case.checks if isinstance(c, OutcomeCheck)}
+    steps = step_labels(result.case)
     lines: list[str] = []
     for index in range(max(len(sent), len(received))):
         label = steps.get(index, "") if index < len(result.case.program) else "(end of program)"

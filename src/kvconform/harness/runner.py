@@ -14,6 +14,7 @@ from typing import Literal
 
 from kvconform.harness.checks import Failure, OutcomeCheck, Refuses
 from kvconform.harness.declarations import adapt, capability_missing, option_not_declared
+from kvconform.harness.explain import requirement_summary
 from kvconform.harness.scenario import Case
 from kvconform.protocol import codec
 from kvconform.protocol.driver import Driver
@@ -102,6 +103,11 @@ def not_applicable(case: Case, info: AdapterInfo) -> str | None:
     return None
 
 
+def step_labels(case: Case) -> dict[int, str]:
+    """The step of the scenario that sent each operation, by its index in the program."""
+    return {c.op_index: c.where.step for c in case.checks if isinstance(c, OutcomeCheck)}
+
+
 def trace_lines(case: Case, outcomes: Sequence[Outcome]) -> tuple[str, ...]:
     """Each operation as sent and what came back, numbered, beside the step that sent it.
 
@@ -111,7 +117,7 @@ def trace_lines(case: Case, outcomes: Sequence[Outcome]) -> tuple[str, ...]:
     account of an exchange that gave none. Text is ASCII-escaped, so an adapter's
     words are inert wherever the trace is shown.
     """
-    steps = {c.op_index: c.where.step for c in case.checks if isinstance(c, OutcomeCheck)}
+    steps = step_labels(case)
     lines: list[str] = []
     for index, (op, outcome) in enumerate(zip(case.program, outcomes, strict=False)):
         lines.append(f"{index + 1:>3} {steps.get(index, '')}")
@@ -165,13 +171,6 @@ def run_case(case: Case, driver: Driver, *, trace: bool = False) -> CaseResult:
 
 def run_cases(cases: Iterable[Case], driver: Driver, *, trace: bool = False) -> list[CaseResult]:
     return [run_case(case, driver, trace=trace) for case in cases]
-
-
-def requirement_summary(req_id: str) -> str:
-    """A requirement's first sentence, for one line of a failure report (issue 14)."""
-    from kvconform.harness.explain import requirement_summary as summary
-
-    return summary(req_id)
 
 
 def render_failure(case: Case, failures: tuple[Failure, ...], reason: str = "") -> str:

@@ -463,34 +463,40 @@ class _Compiler:
         return Geometry(**values)
 
     def _v_cache_new(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
-        base = None
-        if "like" in args:
-            base = self.scope.caches.get(args["like"])
-            if base is None:
-                raise self._fail((*at, "like"), f"no cache named {args['like']!r}")
-        geometry = self._geometry(args, at, base)
-        self._bind_handle(args["as"], "cache", (*at, "as"), it)
-        self.scope.caches[args["as"]] = geometry
-        self._emit(ops.CacheNew(handle=args["as"], geometry=geometry), where)
-        self._observe_id(ops.CacheAllocId(cache=args["as"]), where, "ALLOC-1")
+        geometry = self._new_cache_geometry(args, at)
+        self._new_cache(ops.CacheNew(handle=args["as"], geometry=geometry), args, at, where, it)
 
     def _v_cache_new_placed(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
-        base = None
-        if "like" in args:
-            base = self.scope.caches.get(args["like"])
-            if base is None:
-                raise self._fail((*at, "like"), f"no cache named {args['like']!r}")
-        geometry = self._geometry(args, at, base)
+        geometry = self._new_cache_geometry(args, at)
         storage = tuple(args["layer_storage"])
         if len(storage) != geometry.n_layers:
             raise self._fail(
                 (*at, "layer_storage"), f"give one label per layer ({geometry.n_layers})"
             )
-        self._bind_handle(args["as"], "cache", (*at, "as"), it)
-        self.scope.caches[args["as"]] = geometry
         op = ops.CacheNewPlaced(
             handle=args["as"], geometry=geometry, residency=args["residency"], layer_storage=storage
         )
+        self._new_cache(op, args, at, where, it)
+
+    def _new_cache_geometry(self, args: _Args, at: PathKey) -> Geometry:
+        base = None
+        if "like" in args:
+            base = self.scope.caches.get(args["like"])
+            if base is None:
+                raise self._fail((*at, "like"), f"no cache named {args['like']!r}")
+        return self._geometry(args, at, base)
+
+    def _new_cache(
+        self,
+        op: ops.CacheNew | ops.CacheNewPlaced,
+        args: _Args,
+        at: PathKey,
+        where: Where,
+        it: _Iter,
+    ) -> None:
+        """Bind the cache the operation makes and observe its first allocation id (ALLOC-1)."""
+        self._bind_handle(args["as"], "cache", (*at, "as"), it)
+        self.scope.caches[args["as"]] = op.geometry
         self._emit(op, where)
         self._observe_id(ops.CacheAllocId(cache=args["as"]), where, "ALLOC-1")
 
