@@ -159,6 +159,10 @@ def test_each_failure_opens_to_its_text_and_the_commands_for_it(
         assert f"kvconform explain {r['id']}\n" in block
         assert f"kvconform run --id {r['id']} " in block
         assert "policy: decision profile-v2" in block or "safety:" in block
+        # and, one level further in, what `kvconform explain` would print for it
+        explained = page[page.index('<details class="explain">', start) :]
+        assert explained.index("As written:") < explained.index("</details>")
+        assert f"kvconform run --id {r['id']} --adapter-cmd" in html.unescape(explained)
 
 
 def test_every_case_is_listed_by_area_collapsed(report: dict[str, Any], page: str) -> None:

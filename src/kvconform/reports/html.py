@@ -289,7 +289,22 @@ def _failure(result: Mapping[str, Any]) -> str:
         f'<pre class="cmd">kvconform explain {quoted}\n'
         f"kvconform run --id {quoted} --trace trace.txt "
         f'--adapter-cmd "&lt;your adapter command&gt;"</pre>'
-        f"<pre>{escape(failure.get('text', ''))}</pre></details>"
+        f"<pre>{escape(failure.get('text', ''))}</pre>{_explained(case_id)}</details>"
+    )
+
+
+def _explained(case_id: str) -> str:
+    """The output of ``kvconform explain`` for the case, when this suite has it."""
+    from kvconform.harness import explain
+    from kvconform.harness.yamlsource import SourceError
+
+    try:
+        text = explain.explain(case_id)
+    except (explain.UnknownId, OSError, SourceError):
+        return ""  # a report of another suite version: the command above still applies
+    return (
+        '<details class="explain"><summary>kvconform explain: the case as written, on the '
+        f"wire, and its requirements' text</summary><pre>{escape(text)}</pre></details>"
     )
 
 
