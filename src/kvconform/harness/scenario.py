@@ -518,16 +518,9 @@ class _Compiler:
     def _v_cache_replace_layer(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
         expect: Expectation | None = None
-        given = [
-            k for k in ("expect", "expect_error", "expect_refusal", "expect_answer") if k in args
-        ]
-        if len(given) > 1:
-            raise self._fail(at, f"give one of {', '.join(given)}, not several")
-        if args.get("expect_refusal") is True:
-            expect = Refuses()
-        elif args.get("expect_answer") is True:
-            expect = Answers()
-        elif "expect_error" in args:
+        if "expect_error" in args and "expect" in args:
+            raise self._fail(at, "give 'expect' or 'expect_error', not both")
+        if "expect_error" in args:
             expect = self._error(args["expect_error"])
             if expect.kind == "layer_shape_mismatch":
                 expect = self._shape_mismatch(expect, self.scope.caches[cache], args, at)
