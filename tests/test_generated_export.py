@@ -151,10 +151,13 @@ _quick = settings(
     "programs",
     [
         strategies.key_programs(plan=True, max_ops=30),
+        strategies.key_programs(
+            plan=True, max_ops=30, classes=frozenset({"identity", "plan", "plan_validity"})
+        ),
         strategies.hash_programs(max_programs=3),
         strategies.block_programs(),
     ],
-    ids=["key", "hash", "blocks"],
+    ids=["key", "key-plan-validity", "hash", "blocks"],
 )
 def test_any_generated_program_exports_and_compiles_back(
     programs: st.SearchStrategy[tuple[ops.Op, ...]], tmp_path: Path

@@ -337,3 +337,106 @@ def test_a_field_added_later_is_left_out_at_its_default() -> None:
     assert "layout" not in codec.to_wire(ops.Verify(sig, payload, sig))["recorded"]
     with pytest.raises(codec.WireError, match="sliding_window: missing"):
         codec.layout_from_wire({"block_size": 3}, "layout")
+
+
+# The generated differential checks, from the table ------------------------------------
+
+
+def _drawn_operations(classes: frozenset[str], programs: int = 150) -> set[str]:
+    """The operations the generated checks' writers put in their first programs."""
+    import random
+
+    from kvconform.differential import strategies
+
+    drawn: set[str] = set()
+    for index in range(programs):
+        rng = random.Random(index)
+        for program in (
+            strategies.key_program(strategies.RandomSource(rng), classes=classes),
+            tuple(strategies.hash_program_list(strategies.RandomSource(rng))),
+            strategies.block_program(strategies.RandomSource(rng), verify=True, signature=True),
+        ):
+            drawn.update(op.name for op in program)
+    return drawn
+
+
+def test_every_operation_takes_part_in_the_generated_checks_or_says_why_not() -> None:
+    from kvconform.differential import strategies
+    from kvconform.values import CLASSES
+
+    drawn = _drawn_operations(frozenset(CLASSES))
+    for spec in ops.TABLE:
+        if spec.not_generated:
+            assert spec.name not in drawn, f"{spec.name} is drawn though its entry says why not"
+        else:
+            assert spec.name in drawn, f"{spec.name}: no writer draws it and no reason is given"
+    assert set(ops.BY_NAME) >= strategies.DRAWN_BY_WRITERS
+
+
+def test_the_table_gives_the_generated_checks_what_they_judge_by() -> None:
+    # A disagreement cites requirements that exist; an id or a key is compared by a
+    # declared relation (never by value: CONF-4); handle fields name a kind some
+    # operation makes, the first word of its name.
+    known = set(suite.requirements())
+    makes = {spec.makes for spec in ops.TABLE if spec.makes}
+    assert makes == {"model", "cache", "session"}
+    for spec in ops.TABLE:
+        assert spec.cites and set(spec.cites) <= known, spec.name
+        assert (spec.result == "u64") == (spec.relation is not None), spec.name
+        assert not spec.nonzero or spec.nonzero in known
+        for name in spec.handles:
+            assert name in makes, f"{spec.name}.{name} names no kind of object an operation makes"
+
+
+@dataclass(frozen=True)
+class CheckedCapacity(CacheCapacity):
+    """The made-up operation, citing what a disagreement on it bears on."""
+
+    cites: ClassVar[tuple[str, ...]] = ("ALLOC-5",)
+
+
+class _CapacityFromLength(_WithCapacity):
+    """A wrong implementation of it: the length, not the capacity."""
+
+    def cache_capacity(self, cache: Any) -> int:
+        return len(cache)
+
+
+def test_a_new_operation_takes_part_in_the_generated_checks_from_its_table_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # docs/operations.md: a plain operation is drawn, judged, cited, shrunk and
+    # exported by the generated checks with no code of its own there.
+    from kvconform.differential import engine
+
+    spec = ops._spec(CheckedCapacity)
+    monkeypatch.setattr(ops, "TABLE", (*ops.TABLE, spec))
+    monkeypatch.setitem(ops.BY_NAME, spec.name, spec)
+    monkeypatch.setitem(ops.BY_CLASS, CheckedCapacity, spec)
+    assert "cache_capacity" in _drawn_operations(frozenset({"identity"}), programs=40)
+
+    prop = engine.PROPERTIES_BY_ID["generated.key-state-machine"]
+    reference = InProcessDriver(_WithCapacity())
+    right = engine.run_property(
+        prop, InProcessDriver(_WithCapacity()), examples=60, seed=1, reference=reference
+    )
+    assert right.verdict == "passed"
+    wrong = engine.run_property(
+        prop,
+        InProcessDriver(_CapacityFromLength()),
+        examples=60,
+        seed=1,
+        reference=reference,
+        shrink_seconds=2.0,
+        export_dir=tmp_path,
+    )
+    assert wrong.verdict == "failed" and wrong.counterexample is not None
+    cx = wrong.counterexample
+    assert isinstance(cx.program[cx.mismatch.index], CheckedCapacity)
+    assert cx.mismatch.requires == ("ALLOC-5",)
+    assert wrong.exported is not None
+    text = wrong.exported.read_text(encoding="utf-8")
+    assert "cache_capacity: {cache: c1, expect: " in text
+    (case,) = load_scenario_file(wrong.exported)
+    assert run_case(case, InProcessDriver(_WithCapacity())).verdict == "passed"
+    assert run_case(case, InProcessDriver(_CapacityFromLength())).verdict == "failed"

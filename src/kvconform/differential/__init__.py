@@ -19,7 +19,10 @@ Three properties (:data:`.engine.PROPERTIES`):
     models (construct, reload, drop, hooks), caches (append past capacity,
     truncate past length, clear, replace a layer out of range or of another
     shape, drop), held plans checked with random per-step inputs, plan-key
-    probes, and id and length reads, with live-handle bookkeeping.
+    probes, and id and length reads, with live-handle bookkeeping; and every other
+    operation of the table in a class the implementation declares (under
+    ``plan_validity``: placed caches and three-valued validity), unless its table
+    entry says why not (``not_generated``).
 ``generated.hash``
     mix programs of every kind (NaN payloads, signed zeros, subnormals,
     infinities, non-ASCII and astral strings, u64 extremes, finish

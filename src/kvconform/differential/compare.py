@@ -22,42 +22,12 @@ from kvconform.values import Broken, ErrorValue, Ok, Outcome, Refused, Signature
 #: A program is a tuple of operations, run from no handles to none.
 Program = tuple[ops.Op, ...]
 
-#: Reads whose values are compared only by relation, and how: ids by equality and
-#: order (ID-8), plan keys by equality only (PLAN-3 leaves their values free).
-RELATION_READS: dict[type[ops.Op], tuple[str, Literal["order", "equality"]]] = {
-    ops.ModelInstanceId: ("instance id", "order"),
-    ops.CacheAllocId: ("allocation id", "order"),
-    ops.PlanKey: ("plan key", "equality"),
-}
 
-#: Requirements a disagreement at an operation of this type bears on.
-REQUIREMENTS: dict[type[ops.Op], tuple[str, ...]] = {
-    ops.Hash: ("HASH-11",),
-    ops.ModelNew: ("ID-1",),
-    ops.ModelReload: ("ID-6",),
-    ops.ModelSetHook: ("ID-9",),
-    ops.ModelInstanceId: ("ID-2", "ID-3", "ID-6", "ID-9"),
-    ops.CacheNew: ("ALLOC-2",),
-    ops.CacheAppend: ("ALLOC-7", "ALLOC-16"),
-    ops.CacheTruncate: ("ALLOC-5", "ALLOC-15"),
-    ops.CacheClear: ("ALLOC-18",),
-    ops.CacheReplaceLayer: ("ALLOC-4", "ALLOC-9", "ALLOC-17"),
-    ops.CacheAllocId: ("ALLOC-1", "ALLOC-13"),
-    ops.CacheLen: ("ALLOC-5", "ALLOC-15", "ALLOC-16", "ALLOC-11"),
-    ops.PlanKey: ("PLAN-3", "PLAN-16"),
-    ops.SessionNew: ("PLAN-1",),
-    ops.SessionValid: ("PLAN-4",),
-    ops.Drop: ("PLAN-14",),
-    ops.Measure: ("SIG-2", "SIG-9"),
-    ops.Stamp: ("SIG-13",),
-    ops.Verify: ("VERIFY-9",),
-}
+def _relation_read(op: ops.Op) -> tuple[str, Literal["order", "equality"]] | None:
+    """How reads of ``op`` are compared, if only by relation (the table's ``relation``):
+    ids by equality and order (ID-8), plan keys by equality only (PLAN-3)."""
+    return ops.BY_CLASS[type(op)].relation
 
-#: An id read must never be 0, whatever the numbering (ID-1, ALLOC-1).
-NONZERO_REQUIREMENT: dict[type[ops.Op], str] = {
-    ops.ModelInstanceId: "ID-1",
-    ops.CacheAllocId: "ALLOC-1",
-}
 
 Relation = Literal["equal to", "less than", "greater than", "different from"]
 
@@ -102,85 +72,61 @@ def judged(outcome: Outcome) -> str:
 
 
 def well_formed(program: Sequence[ops.Op]) -> bool:
-    """Whether every handle is used only while live and every toggled hook is declared.
+    """Whether every handle is used only while live, as the kind of object its field
+    names, and every toggled hook is declared.
 
+    Read from the operation table: a new handle binds what the operation makes, a
+    handle field must name a live object of its kind, a released one any live object.
     The generator only writes well-formed programs; shrinking by deleting
     operations keeps only candidates that still are.
     """
-    models: dict[str, frozenset[str]] = {}  # live model -> its declared hooks
+    hooks: dict[str, frozenset[str]] = {}  # live model -> its declared hooks
     live: dict[str, str] = {}  # live handle -> kind
     for op in program:
+        spec = ops.BY_CLASS[type(op)]
+        for name in spec.handles:
+            if live.get(getattr(op, name)) != name:
+                return False
+        for name in spec.releases:
+            if live.pop(getattr(op, name), None) is None:
+                return False
+        if spec.binds is not None and spec.makes is not None:
+            handle = getattr(op, spec.binds)
+            if handle in live:
+                return False
+            live[handle] = spec.makes
         if isinstance(op, ops.ModelNew):
-            if op.handle in live:
-                return False
-            live[op.handle] = "model"
-            models[op.handle] = frozenset(h for h, _ in op.spec.hooks)
+            hooks[op.handle] = frozenset(h for h, _ in op.spec.hooks)
         elif isinstance(op, ops.ModelReload):
-            if live.get(op.model) != "model" or op.handle in live:
-                return False
-            live[op.handle] = "model"
-            models[op.handle] = models[op.model]
-        elif isinstance(op, ops.CacheNew):
-            if op.handle in live:
-                return False
-            live[op.handle] = "cache"
-        elif isinstance(op, ops.SessionNew):
-            if live.get(op.model) != "model" or live.get(op.cache) != "cache" or op.handle in live:
-                return False
-            live[op.handle] = "session"
-        elif isinstance(op, ops.Drop):
-            if live.pop(op.handle, None) is None:
-                return False
-        elif isinstance(op, _USES_HANDLES):
-            for name, kind in (("model", "model"), ("cache", "cache"), ("session", "session")):
-                handle = getattr(op, name, None)
-                if handle is not None and live.get(handle) != kind:
-                    return False
-            if isinstance(op, ops.ModelSetHook) and op.hook not in models[op.model]:
-                return False
+            hooks[op.handle] = hooks[op.model]
+        elif isinstance(op, ops.ModelSetHook) and op.hook not in hooks[op.model]:
+            return False
     return True
 
 
 def renumber(program: Sequence[ops.Op]) -> Program:
-    """The same program with handles renamed m1, m2, ... c1, ... s1, ... in order of binding.
+    """The same program with handles renamed m1, m2, ... c1, ... s1, ... in order of binding
+    (the first letter of the kind of object, from the operation table).
 
     Handle names are never judged (CONF-4), so the outcomes stay the same; the
     shrunk program just reads better without the gaps deleted steps leave.
     """
-    prefixes = {ops.ModelNew: "m", ops.ModelReload: "m", ops.CacheNew: "c", ops.SessionNew: "s"}
     counts: dict[str, int] = {}
     names: dict[str, str] = {}
     out: list[ops.Op] = []
     for op in program:
+        spec = ops.BY_CLASS[type(op)]
         changes = {
             f: names[getattr(op, f)]
-            for f in ("model", "cache", "session")
-            if isinstance(op, (*_USES_HANDLES, ops.ModelReload, ops.SessionNew))
-            and getattr(op, f, None) in names
+            for f in (*spec.handles, *spec.releases)
+            if getattr(op, f) in names
         }
-        prefix = prefixes.get(type(op))
-        if prefix is not None:
+        if spec.binds is not None and spec.makes is not None:
+            prefix = spec.makes[0]
             counts[prefix] = counts.get(prefix, 0) + 1
-            names[op.handle] = changes["handle"] = f"{prefix}{counts[prefix]}"  # type: ignore[attr-defined]
-        elif isinstance(op, ops.Drop) and op.handle in names:
-            changes["handle"] = names[op.handle]
+            names[getattr(op, spec.binds)] = changes[spec.binds] = f"{prefix}{counts[prefix]}"
         out.append(dataclasses.replace(op, **changes) if changes else op)
     return tuple(out)
-
-
-#: Operations whose ``model``, ``cache`` and ``session`` fields name handles
-#: (``measure`` and ``stamp`` have a ``model`` that is a model name, not a handle).
-_USES_HANDLES = (
-    ops.ModelSetHook,
-    ops.ModelInstanceId,
-    ops.CacheAppend,
-    ops.CacheTruncate,
-    ops.CacheClear,
-    ops.CacheReplaceLayer,
-    ops.CacheAllocId,
-    ops.CacheLen,
-    ops.SessionValid,
-)
 
 
 def _is_u64(value: object) -> bool:
@@ -239,10 +185,11 @@ def compare(
             f"{len(actual)} outcomes",
             ("CONF-3",),
         )
-    reads: dict[type[ops.Op], list[tuple[int, object, object]]] = {}
+    reads: dict[tuple[str, Literal["order", "equality"]], list[tuple[int, object, object]]] = {}
     for index, (op, ref, got) in enumerate(zip(program, expected, actual, strict=True)):
-        requires = REQUIREMENTS.get(type(op), ())
-        kind = RELATION_READS.get(type(op))
+        spec = ops.BY_CLASS[type(op)]
+        requires = spec.cites  # what the table says a disagreement here bears on
+        kind = spec.relation
         if kind is not None and isinstance(ref, Ok) and isinstance(got, Ok):
             label, mode = kind
             if relation(got.value, got.value, mode) is None:
@@ -250,10 +197,8 @@ def compare(
                     index, f"{_article(label)} (an unsigned 64-bit integer)", judged(got), requires
                 )
             if mode == "order" and got.value == 0:  # the one constant ids are judged against
-                return Mismatch(
-                    index, f"a non-zero {label}", f"the {label} 0", (NONZERO_REQUIREMENT[type(op)],)
-                )
-            earlier = reads.setdefault(type(op), [])
+                return Mismatch(index, f"a non-zero {label}", f"the {label} 0", (spec.nonzero,))
+            earlier = reads.setdefault(kind, [])
             for before, ref_before, got_before in earlier:
                 want = relation(ref_before, ref.value, mode)
                 have = relation(got_before, got.value, mode)
@@ -305,13 +250,13 @@ def relation_labels(program: Sequence[ops.Op], outcomes: Sequence[Outcome]) -> d
     Ids are numbered by rank among the program's ids of their kind (#1 is the
     smallest); plan keys are lettered by first appearance (equal keys, equal letters).
     """
-    values: dict[type[ops.Op], list[tuple[int, int]]] = {}
+    values: dict[tuple[str, Literal["order", "equality"]], list[tuple[int, int]]] = {}
     for index, (op, outcome) in enumerate(zip(program, outcomes, strict=False)):
-        if type(op) in RELATION_READS and isinstance(outcome, Ok) and _is_u64(outcome.value):
-            values.setdefault(type(op), []).append((index, outcome.value))  # type: ignore[arg-type]
+        read = _relation_read(op)
+        if read is not None and isinstance(outcome, Ok) and _is_u64(outcome.value):
+            values.setdefault(read, []).append((index, outcome.value))  # type: ignore[arg-type]
     labels: dict[int, str] = {}
-    for kind, reads in values.items():
-        noun, mode = RELATION_READS[kind]
+    for (noun, mode), reads in values.items():
         if mode == "order":
             rank = {v: n for n, v in enumerate(sorted({v for _, v in reads}), start=1)}
             for index, value in reads:
@@ -335,8 +280,9 @@ def _letters(n: int) -> str:
 
 def render_outcome(op: ops.Op, outcome: Outcome, label: str | None = None) -> str:
     """An outcome as the listing shows it; a relation read shows its label, not its number."""
-    if type(op) in RELATION_READS and isinstance(outcome, Ok):
-        return label or _article(RELATION_READS[type(op)][0])
+    read = _relation_read(op)
+    if read is not None and isinstance(outcome, Ok):
+        return label or _article(read[0])
     return judged(outcome)
 
 

@@ -132,10 +132,15 @@ PROPERTIES: tuple[Property, ...] = (
         "rule the hand-written scenarios do not exercise in that order.",
         not_applicable=lambda info: _without(info, "identity"),
         programs=lambda info: strategies.key_programs(
-            plan="plan" in info.classes, scope=strategies.Scope.of(info)
+            plan="plan" in info.classes,
+            scope=strategies.Scope.of(info),
+            classes=frozenset(info.classes),
         ),
         writer=lambda info: functools.partial(
-            strategies.key_program, plan="plan" in info.classes, scope=strategies.Scope.of(info)
+            strategies.key_program,
+            plan="plan" in info.classes,
+            scope=strategies.Scope.of(info),
+            classes=frozenset(info.classes),
         ),
     ),
     Property(

@@ -41,6 +41,7 @@ from hypothesis import strategies as st
 from kvconform.differential.compare import Program
 from kvconform.harness.declarations import as_u64_mixes, outside_schema
 from kvconform.protocol import operations as ops
+from kvconform.protocol.operations import OpSpec
 from kvconform.values import (
     SHAPE_FIELDS,
     AdapterInfo,
@@ -627,11 +628,16 @@ class _KeyBuilder:
     src: Source
     plan: bool
     scope: Scope = field(default_factory=Scope)
+    #: The classes the implementation declares: besides the rules above, the table's
+    #: other operations of these classes are drawn (:meth:`table_rules`).
+    classes: frozenset[str] = frozenset()
     ops: list[ops.Op] = field(default_factory=list)
     models: dict[str, _Model] = field(default_factory=dict)
     caches: dict[str, _Cache] = field(default_factory=dict)
     sessions: dict[str, _Session] = field(default_factory=dict)
     keys: list[PlanIdentity] = field(default_factory=list)
+    #: Live objects of kinds the builder keeps no state for, by kind (:meth:`plain`).
+    others: dict[str, dict[str, object]] = field(default_factory=dict)
     serial: int = 0
 
     def fresh(self, prefix: str) -> str:
@@ -680,7 +686,111 @@ class _KeyBuilder:
                 self.story_rebuild,
                 self.story_hooks,
             ]
+        return rules + self.table_rules()
+
+    def table_rules(self) -> list[Callable[[], None]]:
+        """A rule for each operation of the table the rules above do not write: every
+        operation of a declared class that no property's writer draws and whose table
+        entry gives no reason not to (``not_generated``), in the table's order.
+
+        An operation with a writer of its own (:data:`_OPERATION_WRITERS`: fields that
+        depend on each other or on what is live) is written by it; any other is filled
+        field by field from its kinds (:meth:`plain`). So a new operation takes part in
+        the generated checks from its table entry alone.
+        """
+        rules: list[Callable[[], None]] = []
+        for spec in ops.TABLE:
+            if (
+                spec.name in DRAWN_BY_WRITERS
+                or spec.not_generated
+                or spec.needs not in self.classes
+            ):
+                continue
+            own = _OPERATION_WRITERS.get(spec.name)
+            rules.append(
+                functools.partial(own, self) if own else functools.partial(self.plain, spec)
+            )
         return rules
+
+    def live(self, kind: str) -> Mapping[str, object] | None:
+        """The live objects of a kind of object (a handle field's name), if the builder knows it."""
+        pools: dict[str, Mapping[str, object]] = {
+            "model": self.models,
+            "cache": self.caches,
+            "session": self.sessions,
+        }
+        return pools.get(kind, self.others.get(kind))
+
+    def plain(self, spec: OpSpec) -> None:
+        """An operation filled from its field kinds: a live handle of the kind each handle
+        field names, small counts, flags, texts. Adds nothing when something it needs is
+        not live, or when it makes an object whose state the builder follows (a model, a
+        cache, a session: their own rules write those)."""
+        if spec.makes in ("model", "cache", "session"):
+            return
+        src = self.src
+        values: dict[str, object] = {}
+        for f in spec.fields:
+            if f.kind == "new_handle":
+                values[f.name] = self.fresh(spec.makes[0] if spec.makes else "h")
+            elif f.kind in ("handle", "released"):
+                pool = self.live(f.name) if f.kind == "handle" else self.all_live()
+                if not pool:
+                    return
+                values[f.name] = self.pick(pool)
+            elif f.kind in _PLAIN_FIELD_WRITERS:
+                values[f.name] = _PLAIN_FIELD_WRITERS[f.kind](src)
+            else:
+                return  # a structured field: the operation needs a writer of its own
+        op = spec.cls(**values)
+        for name in spec.releases:
+            self.forget(str(values[name]))
+        if spec.makes is not None and spec.binds is not None:
+            self.others.setdefault(spec.makes, {})[str(values[spec.binds])] = None
+        self.ops.append(op)
+
+    def all_live(self) -> dict[str, object]:
+        every: dict[str, object] = {**self.models, **self.caches, **self.sessions}
+        for pool in self.others.values():
+            every.update(pool)
+        return every
+
+    def forget(self, handle: str) -> None:
+        for pool in (self.models, self.caches, self.sessions, *self.others.values()):
+            pool.pop(handle, None)  # type: ignore[attr-defined]
+
+    def placed_cache(self) -> None:
+        """``cache_new_placed``: a cache with a residency (or none) and a storage label per
+        layer, drawn from small sets so that equal placements occur (PLAN-19, PLAN-21)."""
+        g = self.geometry()
+        residency = pick(self.src, _RESIDENCIES)
+        storage = tuple(pick(self.src, _STORAGE_LABELS) for _ in range(g.n_layers))
+        name = self.fresh("c")
+        self.caches[name] = _Cache(g)
+        self.ops.append(
+            ops.CacheNewPlaced(handle=name, geometry=g, residency=residency, layer_storage=storage)
+        )
+        self.read(name)
+
+    def validity(self) -> None:
+        """``session_validity``: a held plan judged for a model, a cache and a step, mostly
+        its own (PLAN-19: ``valid``, ``allocation_changed`` or ``stale``)."""
+        if not (self.sessions and self.models and self.caches):
+            return
+        name = self.pick(self.sessions)
+        session = self.sessions[name]
+        own = self.src.integer(0, 3) < 3
+        model = session.model if own and session.model in self.models else None
+        cache = session.cache if own and session.cache in self.caches else None
+        step = step_inputs(self.src, session.step_tokens)
+        self.ops.append(
+            ops.SessionValidity(
+                session=name,
+                model=model or self.pick(self.models),
+                cache=cache or self.pick(self.caches),
+                step=step,
+            )
+        )
 
     def step(self, rules: Sequence[Callable[[], None]]) -> bool:
         """Add one operation (``True``), or end the program (``False``).
@@ -837,7 +947,14 @@ class _KeyBuilder:
         return name
 
     def check_with(self, session: str, model: str, cache: str) -> None:
+        """Ask whether a held plan is valid; for an implementation of ``plan_validity``,
+        half the time ask for its outcome instead (PLAN-19)."""
         step = step_inputs(self.src, self.sessions[session].step_tokens)
+        if "plan_validity" in self.classes and flag(self.src):
+            self.ops.append(
+                ops.SessionValidity(session=session, model=model, cache=cache, step=step)
+            )
+            return
         self.ops.append(ops.SessionValid(session=session, model=model, cache=cache, step=step))
 
     def check(self) -> None:
@@ -918,9 +1035,7 @@ class _KeyBuilder:
 
     def drop(self, handle: str) -> None:
         self.maybe_read(handle)
-        self.models.pop(handle, None)
-        self.caches.pop(handle, None)
-        self.sessions.pop(handle, None)
+        self.forget(handle)
         self.ops.append(ops.Drop(handle=handle))
 
     def add_model(self, spec: ModelSpec) -> str:
@@ -999,6 +1114,65 @@ class _KeyBuilder:
             return
         self.keys.append(identity)
         self.ops.append(ops.PlanKey(identity=identity))
+
+
+#: Every operation a property's writer draws by a rule of its own: the key-state
+#: machine's rules above, the hash programs and the block programs.
+DRAWN_BY_WRITERS = frozenset(
+    {
+        "model_new",
+        "model_reload",
+        "model_set_hook",
+        "model_instance_id",
+        "cache_new",
+        "cache_append",
+        "cache_truncate",
+        "cache_clear",
+        "cache_replace_layer",
+        "cache_alloc_id",
+        "cache_len",
+        "drop",
+        "session_new",
+        "session_valid",
+        "plan_key",
+        "hash",
+        "measure",
+        "stamp",
+        "verify",
+    }
+)
+
+#: Writers of table operations whose fields depend on each other or on what is live.
+_OPERATION_WRITERS: dict[str, Callable[[_KeyBuilder], None]] = {
+    "cache_new_placed": _KeyBuilder.placed_cache,
+    "session_validity": _KeyBuilder.validity,
+}
+
+_RESIDENCIES = (None, "gpu0", "gpu1", "host")
+_STORAGE_LABELS = ("kv-f32", "kv-f16", "kv-f32-paged")
+
+
+def _small_count(src: Source) -> int:
+    return src.integer(0, 8)
+
+
+def _count_or_null(src: Source) -> int | None:
+    return None if src.integer(0, 2) == 0 else src.integer(0, 8)
+
+
+def _text_or_null(src: Source) -> str | None:
+    return None if src.integer(0, 2) == 0 else any_text(src)
+
+
+#: How a field of a plain kind is written when an operation has no writer of its own.
+_PLAIN_FIELD_WRITERS: dict[str, Callable[[Source], object]] = {
+    "count": _small_count,
+    "count_or_null": _count_or_null,
+    "bool": flag,
+    "str": any_text,
+    "str_or_null": _text_or_null,
+    "str_list": lambda src: tuple(items(src, lambda: any_text(src), 3)),
+}
 
 
 def _handle_order(name: str) -> tuple[int, str]:
@@ -1118,13 +1292,21 @@ def vary_identity(src: Source, base: PlanIdentity) -> list[PlanIdentity]:
 
 
 def key_program(
-    src: Source, plan: bool = True, max_ops: int = 60, scope: Scope | None = None
+    src: Source,
+    plan: bool = True,
+    max_ops: int = 60,
+    scope: Scope | None = None,
+    classes: frozenset[str] | None = None,
 ) -> Program:
-    """A program over models, caches and (with ``plan``) held plans and key probes.
+    """A program over models, caches and (with ``plan``) held plans and key probes, and
+    the table's other operations of ``classes`` (by default ``identity`` and, with
+    ``plan``, ``plan``: the class ``plan_validity`` only when given).
 
     Each step is one group, so the shrinker can delete a step whole.
     """
-    builder = _KeyBuilder(src, plan, scope or Scope())
+    if classes is None:
+        classes = frozenset({"identity", "plan"} if plan else {"identity"})
+    builder = _KeyBuilder(src, plan, scope or Scope(), classes)
     rules = builder.rules()
     while len(builder.ops) < max_ops and src.group(lambda: builder.step(rules)):
         pass
@@ -1133,10 +1315,13 @@ def key_program(
 
 
 def key_programs(
-    plan: bool = True, max_ops: int = 60, scope: Scope | None = None
+    plan: bool = True,
+    max_ops: int = 60,
+    scope: Scope | None = None,
+    classes: frozenset[str] | None = None,
 ) -> st.SearchStrategy[Program]:
     """:func:`key_program` as a Hypothesis strategy."""
-    return strategy(lambda src: key_program(src, plan, max_ops, scope))
+    return strategy(lambda src: key_program(src, plan, max_ops, scope, classes))
 
 
 # Hash programs -------------------------------------------------------------------------

@@ -251,12 +251,14 @@ class _Steps:
             raise ExportError(f"operation {number} ({op.name}) has no reference answer")
         fault = outcome.fault if isinstance(outcome, Refused) else None
         value = outcome.value if isinstance(outcome, Ok) else None
-        if fault is not None and not isinstance(
-            op, ops.CacheAppend | ops.CacheReplaceLayer | ops.Measure | ops.Stamp | ops.Verify
-        ):
+        handler = getattr(self, f"_{type(op).__name__}", None)
+        refusable = ops.CacheAppend | ops.CacheReplaceLayer | ops.Measure | ops.Stamp | ops.Verify
+        if fault is not None and handler is not None and not isinstance(op, refusable):
             raise ExportError(f"operation {number} ({op.name}) was refused; no verb expects that")
-        handler = getattr(self, f"_{type(op).__name__}")
-        handler(number, op, value, fault)
+        if handler is None:
+            self._operation(number, op, value, fault)
+        else:
+            handler(number, op, value, fault)
         if type(op) in (ops.ModelInstanceId, ops.CacheAllocId, ops.PlanKey):
             self.names[index] = self.reads_last_name
 
@@ -291,6 +293,24 @@ class _Steps:
                 "head_dim": g.head_dim,
                 "max_seq_len": g.max_seq_len,
                 "dtype": g.dtype,
+            },
+        )
+
+    def _CacheNewPlaced(
+        self, n: int, op: ops.CacheNewPlaced, value: object, fault: Fault | None
+    ) -> None:
+        g = op.geometry
+        self.step(
+            op.name,
+            {
+                "as": op.handle,
+                "n_layers": g.n_layers,
+                "n_kv_heads": g.n_kv_heads,
+                "head_dim": g.head_dim,
+                "max_seq_len": g.max_seq_len,
+                "dtype": g.dtype,
+                "residency": op.residency,
+                "layer_storage": _FlowList(op.layer_storage),
             },
         )
 
@@ -343,23 +363,39 @@ class _Steps:
     def _SessionValid(
         self, n: int, op: ops.SessionValid, value: object, fault: Fault | None
     ) -> None:
-        s = op.step
-        step = {
-            "token_ids": list(s.token_ids),
-            "write_offset": s.write_offset,
-            "rope": {"theta": s.rope_theta, "scaling": s.rope_scaling},
-            "mask": list(s.mask),
-        }
-        self.step(
-            op.name,
-            {
-                "session": op.session,
-                "model": op.model,
-                "cache": op.cache,
-                "step": step,
-                "expect": "valid" if value is True else "invalid",
-            },
-        )
+        expect = "valid" if value is True else "invalid"
+        self.step(op.name, {**_question(op), "expect": expect})
+
+    def _SessionValidity(
+        self, n: int, op: ops.SessionValidity, value: object, fault: Fault | None
+    ) -> None:
+        self.step(op.name, {**_question(op), "expect": value})
+
+    def _operation(self, n: int, op: ops.Op, value: object, fault: Fault | None) -> None:
+        """A step for an operation with no writer of its own, in the form the scenario
+        compiler reads from the operation table: its fields by name (a new handle is
+        ``as``), then ``expect_error``, ``expect`` (a count or a boolean) or, for a value
+        compared by relation, ``as``."""
+        spec = ops.BY_CLASS[type(op)]
+        args: dict[str, Any] = {}
+        for f in spec.fields:
+            raw = getattr(op, f.name)
+            if f.kind == "new_handle":
+                args["as"] = raw
+            elif f.optional and f.kind != "count_or_null" and raw is None:
+                continue
+            else:
+                args[f.name] = _FlowList(raw) if isinstance(raw, tuple) else raw
+        if fault is not None:
+            args["expect_error"] = _error(fault)
+        elif spec.result in ("count", "bool"):
+            args["expect"] = value
+        elif spec.result != "null":
+            raise ExportError(
+                f"operation {n} ({op.name}): a {spec.result} result has no scenario form "
+                "without a writer of its own in kvconform.harness.export"
+            )
+        self.step(op.name, args)
 
     def _PlanKey(self, n: int, op: ops.PlanKey, value: object, fault: Fault | None) -> None:
         i, g = op.identity, op.identity.geometry
@@ -468,6 +504,18 @@ class _Steps:
                 if table == "key":
                     representatives = [names[0] for names in classes.values()]
                 self.step(relation, _FlowList(representatives))
+
+
+def _question(op: ops.SessionValid | ops.SessionValidity) -> dict[str, Any]:
+    """The arguments of a question about a held plan: the plan, model, cache and step."""
+    s = op.step
+    step = {
+        "token_ids": list(s.token_ids),
+        "write_offset": s.write_offset,
+        "rope": {"theta": s.rope_theta, "scaling": s.rope_scaling},
+        "mask": list(s.mask),
+    }
+    return {"session": op.session, "model": op.model, "cache": op.cache, "step": step}
 
 
 def _model(spec: ModelSpec) -> dict[str, Any]:

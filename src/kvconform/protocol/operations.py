@@ -51,6 +51,9 @@ Released = Annotated[str, "released"]
 #: signature. A refusal (an ``error`` answer) is possible for every operation.
 ResultKind = Literal["null", "u64", "u64_list", "count", "bool", "signature", "validity"]
 
+#: How reads of a ``u64`` result are compared with each other (CONF-4).
+Relation = Literal["order", "equality"]
+
 #: The kind of each field type: what the codec and the schemas know a field by.
 FieldKind = Literal[
     "new_handle",
@@ -81,6 +84,18 @@ class Op:
     name: ClassVar[str] = ""
     needs: ClassVar[str] = ""
     result: ClassVar[ResultKind] = "null"
+    #: The requirements a disagreement with the reference at this operation bears on:
+    #: what the generated differential checks cite for it (CONF-4).
+    cites: ClassVar[tuple[str, ...]] = ()
+    #: For a ``u64`` result compared only by relation (CONF-4): what one read is called,
+    #: and the relation judged: ``order`` for ids (equal, smaller, greater; ID-8),
+    #: ``equality`` for keys (PLAN-3 leaves their values free).
+    relation: ClassVar[tuple[str, Relation] | None] = None
+    #: The requirement by which a read is never 0, if there is one (ID-1, ALLOC-1).
+    nonzero: ClassVar[str] = ""
+    #: Why the generated differential checks never draw this operation; empty when
+    #: they do (every operation of the classes an implementation declares).
+    not_generated: ClassVar[str] = ""
 
 
 @dataclass(frozen=True)
@@ -90,6 +105,7 @@ class Hash(Op):
     name: ClassVar[str] = "hash"
     needs: ClassVar[str] = "hash"
     result: ClassVar[ResultKind] = "u64_list"
+    cites: ClassVar[tuple[str, ...]] = ("HASH-11",)
     program: tuple[MixOp, ...]
 
 
@@ -99,6 +115,7 @@ class ModelNew(Op):
 
     name: ClassVar[str] = "model_new"
     needs: ClassVar[str] = "identity"
+    cites: ClassVar[tuple[str, ...]] = ("ID-1",)
     handle: NewHandle
     spec: ModelSpec
 
@@ -109,6 +126,7 @@ class ModelReload(Op):
 
     name: ClassVar[str] = "model_reload"
     needs: ClassVar[str] = "identity"
+    cites: ClassVar[tuple[str, ...]] = ("ID-6",)
     model: Handle
     handle: NewHandle
 
@@ -119,6 +137,7 @@ class ModelSetHook(Op):
 
     name: ClassVar[str] = "model_set_hook"
     needs: ClassVar[str] = "identity"
+    cites: ClassVar[tuple[str, ...]] = ("ID-9",)
     model: Handle
     hook: str
     present: bool
@@ -129,6 +148,9 @@ class ModelInstanceId(Op):
     name: ClassVar[str] = "model_instance_id"
     needs: ClassVar[str] = "identity"
     result: ClassVar[ResultKind] = "u64"
+    cites: ClassVar[tuple[str, ...]] = ("ID-2", "ID-3", "ID-6", "ID-9")
+    relation: ClassVar[tuple[str, Relation] | None] = ("instance id", "order")
+    nonzero: ClassVar[str] = "ID-1"
     model: Handle
 
 
@@ -136,6 +158,7 @@ class ModelInstanceId(Op):
 class CacheNew(Op):
     name: ClassVar[str] = "cache_new"
     needs: ClassVar[str] = "identity"
+    cites: ClassVar[tuple[str, ...]] = ("ALLOC-2",)
     handle: NewHandle
     geometry: Geometry
 
@@ -144,6 +167,7 @@ class CacheNew(Op):
 class CacheAppend(Op):
     name: ClassVar[str] = "cache_append"
     needs: ClassVar[str] = "identity"
+    cites: ClassVar[tuple[str, ...]] = ("ALLOC-7", "ALLOC-16")
     cache: Handle
     tokens: int
 
@@ -152,6 +176,7 @@ class CacheAppend(Op):
 class CacheTruncate(Op):
     name: ClassVar[str] = "cache_truncate"
     needs: ClassVar[str] = "identity"
+    cites: ClassVar[tuple[str, ...]] = ("ALLOC-5", "ALLOC-15")
     cache: Handle
     length: int
 
@@ -160,6 +185,7 @@ class CacheTruncate(Op):
 class CacheClear(Op):
     name: ClassVar[str] = "cache_clear"
     needs: ClassVar[str] = "identity"
+    cites: ClassVar[tuple[str, ...]] = ("ALLOC-18",)
     cache: Handle
 
 
@@ -169,6 +195,7 @@ class CacheReplaceLayer(Op):
 
     name: ClassVar[str] = "cache_replace_layer"
     needs: ClassVar[str] = "identity"
+    cites: ClassVar[tuple[str, ...]] = ("ALLOC-4", "ALLOC-9", "ALLOC-17")
     cache: Handle
     layer: int
     n_kv_heads: int | None = None
@@ -181,6 +208,9 @@ class CacheAllocId(Op):
     name: ClassVar[str] = "cache_alloc_id"
     needs: ClassVar[str] = "identity"
     result: ClassVar[ResultKind] = "u64"
+    cites: ClassVar[tuple[str, ...]] = ("ALLOC-1", "ALLOC-13")
+    relation: ClassVar[tuple[str, Relation] | None] = ("allocation id", "order")
+    nonzero: ClassVar[str] = "ALLOC-1"
     cache: Handle
 
 
@@ -189,6 +219,7 @@ class CacheLen(Op):
     name: ClassVar[str] = "cache_len"
     needs: ClassVar[str] = "identity"
     result: ClassVar[ResultKind] = "count"
+    cites: ClassVar[tuple[str, ...]] = ("ALLOC-5", "ALLOC-15", "ALLOC-16", "ALLOC-11")
     cache: Handle
 
 
@@ -199,6 +230,8 @@ class PlanKey(Op):
     name: ClassVar[str] = "plan_key"
     needs: ClassVar[str] = "plan"
     result: ClassVar[ResultKind] = "u64"
+    cites: ClassVar[tuple[str, ...]] = ("PLAN-3", "PLAN-16")
+    relation: ClassVar[tuple[str, Relation] | None] = ("plan key", "equality")
     identity: PlanIdentity
 
 
@@ -208,6 +241,7 @@ class SessionNew(Op):
 
     name: ClassVar[str] = "session_new"
     needs: ClassVar[str] = "plan"
+    cites: ClassVar[tuple[str, ...]] = ("PLAN-1",)
     handle: NewHandle
     model: Handle
     cache: Handle
@@ -221,6 +255,7 @@ class SessionValid(Op):
     name: ClassVar[str] = "session_valid"
     needs: ClassVar[str] = "plan"
     result: ClassVar[ResultKind] = "bool"
+    cites: ClassVar[tuple[str, ...]] = ("PLAN-4",)
     session: Handle
     model: Handle
     cache: Handle
@@ -233,6 +268,7 @@ class Drop(Op):
 
     name: ClassVar[str] = "drop"
     needs: ClassVar[str] = "identity"
+    cites: ClassVar[tuple[str, ...]] = ("PLAN-14",)
     handle: Released
 
 
@@ -249,6 +285,7 @@ class Measure(Op):
     name: ClassVar[str] = "measure"
     needs: ClassVar[str] = "signature"
     result: ClassVar[ResultKind] = "signature"
+    cites: ClassVar[tuple[str, ...]] = ("SIG-2", "SIG-9")
     model: str
     payload: Payload
     layout: Layout | None = dataclasses.field(default=None, metadata=ADDED)
@@ -261,6 +298,7 @@ class Stamp(Op):
     name: ClassVar[str] = "stamp"
     needs: ClassVar[str] = "signature"
     result: ClassVar[ResultKind] = "signature"
+    cites: ClassVar[tuple[str, ...]] = ("SIG-13",)
     model: str
     payload: Payload
     layout: Layout | None = dataclasses.field(default=None, metadata=ADDED)
@@ -273,6 +311,7 @@ class Verify(Op):
     name: ClassVar[str] = "verify"
     needs: ClassVar[str] = "verify"
     result: ClassVar[ResultKind] = "signature"
+    cites: ClassVar[tuple[str, ...]] = ("VERIFY-9",)
     recorded: Signature | None
     payload: Payload
     expected: Signature
@@ -284,6 +323,7 @@ class CacheNewPlaced(Op):
 
     name: ClassVar[str] = "cache_new_placed"
     needs: ClassVar[str] = "plan_validity"
+    cites: ClassVar[tuple[str, ...]] = ("PLAN-21",)
     handle: NewHandle
     geometry: Geometry
     residency: str | None
@@ -297,6 +337,7 @@ class SessionValidity(Op):
     name: ClassVar[str] = "session_validity"
     needs: ClassVar[str] = "plan_validity"
     result: ClassVar[ResultKind] = "validity"
+    cites: ClassVar[tuple[str, ...]] = ("PLAN-19", "PLAN-20")
     session: Handle
     model: Handle
     cache: Handle
@@ -309,6 +350,12 @@ class SessionRebind(Op):
 
     name: ClassVar[str] = "session_rebind"
     needs: ClassVar[str] = "plan_validity"
+    cites: ClassVar[tuple[str, ...]] = ("PLAN-21", "PLAN-23")
+    not_generated: ClassVar[str] = (
+        "what a rebind to a cache the plan is stale for answers, and so what the plan is "
+        "bound to afterwards, is left open (PLAN-24): a random rebind would make every later "
+        "answer about its plan a point of policy; the scenarios judge rebinding"
+    )
     session: Handle
     cache: Handle
 
@@ -338,6 +385,12 @@ class OpSpec:
     needs: str
     result: ResultKind
     fields: tuple[FieldSpec, ...]
+    #: See :class:`Op`: what a disagreement cites, how ``u64`` reads relate, the
+    #: requirement that a read is never 0, why the generated checks never draw it.
+    cites: tuple[str, ...] = ()
+    relation: tuple[str, Relation] | None = None
+    nonzero: str = ""
+    not_generated: str = ""
 
     @property
     def method(self) -> str:
@@ -365,6 +418,19 @@ class OpSpec:
     @property
     def releases(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.fields if f.kind == "released")
+
+    @property
+    def makes(self) -> str | None:
+        """What the operation creates, if it binds a handle: the first word of its name
+        (``model_reload`` makes a model, ``cache_new_placed`` a cache). A :data:`Handle`
+        field is named after the kind of object it takes (``model``, ``cache``,
+        ``session``); ``tests/test_operations.py`` holds the table to both conventions."""
+        return self.name.split("_")[0] if self.binds is not None else None
+
+    @property
+    def handles(self) -> tuple[str, ...]:
+        """The fields naming a live object the operation uses (and does not release)."""
+        return tuple(f.name for f in self.fields if f.kind == "handle")
 
 
 _KIND_OF_TYPE: dict[object, FieldKind] = {
@@ -401,7 +467,17 @@ def _spec(cls: type[Op]) -> OpSpec:
                 f.name, kind, f.default is not dataclasses.MISSING, bool(f.metadata.get("added"))
             )
         )
-    return OpSpec(cls, cls.name, cls.needs, cls.result, tuple(fields))
+    return OpSpec(
+        cls,
+        cls.name,
+        cls.needs,
+        cls.result,
+        tuple(fields),
+        cls.cites,
+        cls.relation,
+        cls.nonzero,
+        cls.not_generated,
+    )
 
 
 #: The table, in the protocol document's order.
