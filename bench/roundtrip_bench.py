@@ -10,7 +10,9 @@ load affects every series alike:
     ``protocol_bench.py``), fed the request bytes of a ``hash`` request and read
     with ``readline``: what a line round trip over a pipe costs at all.
 (b) the adapter through ``StdioDriver``: ``call`` of a two-step ``hash`` (the same
-    operation object every time, so its request bytes are encoded once), the same
+    operation object every time, so its request bytes are encoded once, and its
+    answer, judged once, is remembered by its bytes), the same with the memo of
+    judged answers emptied before each call (an answer never seen before), the same
     with a new, equal operation object every call (encoded every time), ``call`` of a
     new ``cache_len`` every time, and ``run`` of a one-operation program (two round
     trips, the program's request and its ``reset``, pipelined).
@@ -51,6 +53,10 @@ from kvconform.protocol import codec
 from kvconform.protocol import operations as ops
 from kvconform.protocol.client import AdapterStartError, StdioDriver
 from kvconform.values import Geometry, Ok
+
+#: Empties the memo of answers already judged (codec._EXACT_MEMO) for the series that
+#: shows what a round trip costs when its answer was never seen before.
+FORGET = codec._EXACT_MEMO["u64_list"].clear
 
 GEOMETRY = Geometry(n_layers=2, n_kv_heads=2, head_dim=4, max_seq_len=16)
 
@@ -149,6 +155,11 @@ def measure(adapter_cmd: list[str], rounds: int, per_round: int, warmup: int) ->
             Series("raw echo", echo.round_trip(line), echo.proc.pid),
             Series(f"{name} floor: hash (by hand)", floor.round_trip(line), floor.proc.pid),
             Series(f"{name}: hash (call)", lambda: driver.call(TINY_HASH), driver.pid),
+            Series(
+                f"{name}: hash (call, answer not remembered)",
+                lambda: (FORGET(), driver.call(TINY_HASH)),
+                driver.pid,
+            ),
             Series(
                 f"{name}: hash (call, new op each time)",
                 lambda: driver.call(next(fresh)),

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import typing
 from pathlib import Path
@@ -143,9 +144,12 @@ def test_judging_the_usual_answer_fast_changes_no_outcome(op: ops.Op) -> None:
         response = {"seq": 9, "ok": raw}
         expected = _general(op, raw)
         assert codec.outcome_of(op, response) == expected, raw
-        line = json.dumps(response).encode()
-        quick = codec.quick_outcome(op, line, 9)
-        assert quick is None or quick == expected, raw
+        for separators in ((", ", ": "), (",", ":")):
+            line = json.dumps(response, separators=separators).encode()
+            quick = codec.quick_outcome(op, line, 9)
+            assert quick is None or quick == expected, raw
+            again = codec.quick_outcome(op, line, 9)  # the second time, from the memo
+            assert again is None or again == expected, raw
         # Anything but the usual answer to this request is left to the general path.
         for other in (
             {"seq": 8, "ok": raw},
@@ -155,6 +159,33 @@ def test_judging_the_usual_answer_fast_changes_no_outcome(op: ops.Op) -> None:
             {"ok": raw, "seq": 9, "error": {}},
         ):
             assert codec.quick_outcome(op, json.dumps(other).encode(), 9) is None
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_the_usual_spellings_are_read_from_the_bytes_and_remembered_safely(op: ops.Op) -> None:
+    usual = {
+        "null": None, "count": 3, "bool": True, "u64": "7",
+        "u64_list": ["1", "18446744073709551615"],
+    }  # fmt: skip
+    kind = type(op).result
+    if kind not in usual:
+        return
+    raw = usual[kind]
+    expected = _general(op, raw)
+    for separators in ((", ", ": "), (",", ":")):
+        line = json.dumps({"seq": 12, "ok": raw}, separators=separators).encode()
+        assert codec.quick_outcome(op, line, 12) == expected
+        # The same answer to another request: remembered, and still the seq is checked.
+        assert codec.quick_outcome(op, line.replace(b"12", b"13", 1), 13) == expected
+        assert codec.quick_outcome(op, line, 13) is None
+    # A later member named seq would win in JSON: never judged by the first one.
+    sneaky = b'{"seq":5,"seq":9,"ok":%s}' % json.dumps(raw, separators=(",", ":")).encode()
+    assert codec.quick_outcome(op, sneaky, 5) is None
+    if kind == "u64_list":
+        for wrong in (b'["01"]', b'["18446744073709551616"]', b'["\\u0031"]', b"[1]", b'["1",]'):
+            line = b'{"seq":4,"ok":%s}' % wrong
+            quick = codec.quick_outcome(op, line, 4)
+            assert quick is None or quick == _general(op, json.loads(line)["ok"]), wrong
 
 
 def test_a_digit_int_cannot_read_is_a_malformed_answer_not_an_exception() -> None:
@@ -247,6 +278,43 @@ def test_ask_times_out_and_then_reads_a_late_answer_as_the_next_line(pipes: _Pip
     assert caught.value.what == "timeout"
     pipes.write(b"late\n")
     assert pipes.channel.read_line(5.0) == b"late"
+
+
+@POSIX
+def test_the_usual_read_blocks_and_the_watchdog_ends_it_at_its_deadline(pipes: _Pipes) -> None:
+    # On Linux the response to a request is read with one blocking read (no poll per
+    # round trip); the watchdog gives it up at its deadline, within WATCH_PERIOD.
+    from kvconform.protocol import channel as channel_module
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the blocking path needs /proc/self/fd (Linux)")
+    assert os.get_blocking(pipes.channel._out)  # the blocking path is the one taken
+    start = time.monotonic()
+    with pytest.raises(StreamFault) as caught:
+        pipes.channel.ask(b"q\n", 0.2)
+    waited = time.monotonic() - start
+    assert caught.value.what == "timeout"
+    assert 0.2 <= waited < 0.2 + channel_module.WATCH_PERIOD + 2.0  # generous: a loaded CI
+    # An answer in time is read whole, and the watchdog leaves the read alone.
+    pipes.write(b"")  # nothing pending in the pipe
+    threading.Timer(0.05, pipes.write, (b"answer\n",)).start()
+    assert pipes.channel.ask(b"q\n", 5.0) == b"answer"
+    time.sleep(2 * channel_module.WATCH_PERIOD)
+    threading.Timer(0.01, pipes.write, (b"next\n",)).start()
+    assert pipes.channel.ask(b"q\n", 5.0) == b"next"
+
+
+@POSIX
+def test_the_watchdog_thread_ends_when_no_channel_is_left(pipes: _Pipes) -> None:
+    from kvconform.protocol import channel as channel_module
+
+    watchdog = channel_module._Watchdog()
+    watchdog.watch(pipes.channel)
+    thread = watchdog._thread
+    assert thread is not None and thread.is_alive()
+    watchdog.forget(pipes.channel)
+    thread.join(5.0)
+    assert not thread.is_alive() and watchdog._thread is None
 
 
 # The driver -----------------------------------------------------------------------------
@@ -390,8 +458,8 @@ def test_a_ctrl_c_reaches_the_harness_only_which_then_shuts_the_adapter_down() -
         from kvconform.protocol.client import StdioDriver
         driver = StdioDriver({SERVE!r})
         process = driver._proc.proc
-        print("ready", flush=True)
         try:
+            print("ready", flush=True)  # inside: the signal may come before the sleep
             time.sleep(60)
         except KeyboardInterrupt:
             print("adapter alive after SIGINT:", process.poll() is None, flush=True)

@@ -5,21 +5,25 @@ from its stdout, never blocking past a deadline and never holding a line longer
 than :data:`MAX_LINE_BYTES`; anything it cannot trust ends in a
 :class:`StreamFault` that says what happened. On POSIX, :class:`PollChannel`
 interleaves writing and reading with ``poll`` on the calling thread (so no pipe
-can fill up and deadlock); elsewhere :class:`ThreadChannel` does the same with a
-reader and a writer thread. :class:`StderrTail` keeps the adapter's last stderr
+can fill up and deadlock), and on Linux awaits a single response with a blocking
+read that a watchdog thread ends at its deadline; elsewhere :class:`ThreadChannel`
+does the same with a reader and a writer thread. :class:`StderrTail` keeps the adapter's last stderr
 lines, read all along into a bounded buffer, for failures to quote.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import io
 import os
 import queue
 import select
+import signal
 import subprocess
 import threading
 import time
+import weakref
 from typing import IO
 
 #: The longest line the harness accepts from an adapter, newline excluded.
@@ -64,6 +68,7 @@ class StderrTail:
         self._thread.start()
 
     def _pump(self) -> None:
+        _keep_signals_for_the_main_thread()
         keep = self._lines.maxlen or 1
         while True:
             try:
@@ -105,10 +110,84 @@ class StderrTail:
         return [line.decode("utf-8", errors="replace").rstrip("\r") for line in lines]
 
 
+def _keep_signals_for_the_main_thread() -> None:
+    """Block, in the calling helper thread, the signals a person sends to stop a run.
+
+    Python runs signal handlers on the main thread only; a signal the kernel gives a
+    helper thread instead would not wake a main thread that waits in a system call.
+    """
+    if hasattr(signal, "pthread_sigmask"):
+        wanted = {signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", signal.SIGINT)}
+        signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+
+
 #: Bytes asked for per read of the adapter's stdout (small reads avoid large allocations).
 _READ_SIZE = 1 << 16
 _POLL_IN = getattr(select, "POLLIN", 0) | getattr(select, "POLLPRI", 0)
 _POLL_OUT = getattr(select, "POLLOUT", 0)
+#: How often the watchdog looks at the deadlines of blocking reads (seconds): a
+#: response that has not come is given up at most this long after its deadline.
+WATCH_PERIOD = 0.02
+
+
+def _wake_path(fd: int) -> str | None:
+    """A path through which a blocked read of pipe ``fd`` can be ended by writing to it.
+
+    On Linux, ``/proc/self/fd/N`` of a pipe's read end opens (for writing) the same
+    pipe. Checked once per channel by opening it; ``None`` elsewhere, or if it fails.
+    """
+    path = f"/proc/self/fd/{fd}"
+    try:
+        wake = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    os.close(wake)
+    return path
+
+
+class _Watchdog:
+    """One daemon thread that ends the blocking reads which outlive their deadlines.
+
+    A :class:`PollChannel` whose pipe can be woken (:func:`_wake_path`) reads the
+    usual response with a plain blocking ``read``: no ``poll`` and no timer per round
+    trip (each costs about as much as the rest of the harness's own work). It states
+    the deadline before reading; every :data:`WATCH_PERIOD` this thread gives up the
+    reads past theirs (:meth:`PollChannel._expire`), and stops when no channel is left.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._channels: weakref.WeakSet[PollChannel] = weakref.WeakSet()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, channel: PollChannel) -> None:
+        with self._lock:
+            self._channels.add(channel)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="kvconform-watchdog", daemon=True
+                )
+                self._thread.start()
+
+    def forget(self, channel: PollChannel) -> None:
+        with self._lock:
+            self._channels.discard(channel)
+
+    def _run(self) -> None:
+        _keep_signals_for_the_main_thread()
+        while True:
+            time.sleep(WATCH_PERIOD)
+            with self._lock:
+                channels = list(self._channels)
+                if not channels:
+                    self._thread = None
+                    return
+            now = time.monotonic()
+            for channel in channels:
+                channel._expire(now)
+
+
+_WATCHDOG = _Watchdog()
 
 
 class PollChannel:
@@ -116,15 +195,32 @@ class PollChannel:
 
     Writing and reading are interleaved, so a program larger than the pipe
     buffers cannot deadlock: while a write would block, responses are read.
-    A line is never held beyond ``max_line`` bytes.
+    A line is never held beyond ``max_line`` bytes. On Linux the response to a
+    request that fits in the pipe is awaited with one blocking read, which
+    :class:`_Watchdog` ends at its deadline; anything else waits in ``poll``. After a
+    timeout the stream is not trusted again (the client kills the adapter).
     """
 
     def __init__(self, proc: subprocess.Popen[bytes], max_line: int) -> None:
         assert proc.stdin is not None and proc.stdout is not None
+        self._proc = proc
         self._in = proc.stdin.fileno()
         self._out = proc.stdout.fileno()
         os.set_blocking(self._in, False)
-        os.set_blocking(self._out, False)
+        #: Where a blocked read is woken (see :class:`_Watchdog`); without it (not Linux,
+        #: no /proc) every read waits in ``poll`` with the deadline as its timeout.
+        self._wake = _wake_path(self._out)
+        # A read of a blocking pipe follows only poll's word that it is readable (it
+        # cannot block) or, on the usual path, a deadline the watchdog enforces.
+        os.set_blocking(self._out, self._wake is not None)
+        #: The deadline of the blocking read in progress (None: none), and whether the
+        #: watchdog gave it up; both only change under ``_guard``.
+        self._armed: float | None = None
+        self._expired = False
+        self._closed = False
+        self._guard = threading.Lock()
+        if self._wake is not None:
+            _WATCHDOG.watch(self)
         self._max = max_line
         self._poll = select.poll()
         self._poll.register(self._out, _POLL_IN)
@@ -171,6 +267,8 @@ class PollChannel:
             self.send(data[written:])
             return self.read_line(timeout)
         deadline = time.monotonic() + timeout
+        if self._wake is not None:
+            return self._blocking_read(deadline)
         if self._poll.poll(timeout * 1000.0):
             try:
                 chunk = os.read(self._out, _READ_SIZE)
@@ -186,6 +284,57 @@ class PollChannel:
                     raise StreamFault("eof")
                 self._take(chunk)
         return self._read_line(deadline)
+
+    def _blocking_read(self, deadline: float) -> bytes:
+        """The response to the request just sent: one blocking read, watched by the
+        watchdog, which ends it at ``deadline`` (a timeout)."""
+        self._expired = False  # no claim can be pending: nothing was armed
+        self._armed = deadline
+        chunk: bytes | OSError
+        try:
+            chunk = os.read(self._out, _READ_SIZE)
+        except OSError as exc:
+            chunk = exc
+        finally:
+            with self._guard:
+                expired = self._expired
+                self._armed = None
+        if expired:
+            raise StreamFault("timeout")
+        if isinstance(chunk, OSError):
+            raise StreamFault("eof", str(chunk)) from None
+        size = len(chunk)
+        if chunk.find(b"\n") == size - 1 and 0 < size <= self._max:
+            return chunk[:-1]
+        if not size:
+            raise StreamFault("eof")
+        self._take(chunk)
+        return self._read_line(deadline)
+
+    def _expire(self, now: float) -> None:
+        """On the watchdog's thread: give up a blocking read past its deadline, and end it
+        by writing a newline into the pipe (the channel is not used after a timeout).
+        Under ``_guard``, so the descriptor is still this channel's and the reader learns
+        of it exactly once."""
+        with self._guard:
+            if self._armed is None or now < self._armed or self._closed or self._wake is None:
+                return
+            self._armed = None
+            self._expired = True
+            try:
+                wake = os.open(self._wake, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                wake = -1
+            if wake >= 0:
+                try:
+                    os.write(wake, b"\n")
+                except OSError:
+                    pass
+                finally:
+                    os.close(wake)
+            else:  # no way into the pipe: end the writer, so the read sees its end
+                with contextlib.suppress(OSError):
+                    self._proc.kill()
 
     def _flush(self) -> None:
         while self._pending:
@@ -271,6 +420,10 @@ class PollChannel:
         buf += rest
 
     def close(self) -> None:
+        with self._guard:
+            self._closed = True
+            self._armed = None
+        _WATCHDOG.forget(self)
         self._poll = select.poll()
 
 
@@ -295,6 +448,7 @@ class ThreadChannel:
         self._writer.start()
 
     def _read(self) -> None:
+        _keep_signals_for_the_main_thread()
         reader = self._stdout
         while True:
             try:
@@ -315,6 +469,7 @@ class ThreadChannel:
         self._lines.put(_EOF)
 
     def _write(self) -> None:
+        _keep_signals_for_the_main_thread()
         while True:
             data = self._writes.get()
             if data is None:

@@ -90,6 +90,13 @@ _RESET_TAIL = codec.request_tail({"op": "reset"})
 #: Most operations whose request bytes a driver keeps, and the longest such request.
 _TAIL_CACHE_ENTRIES = 1024
 _TAIL_CACHE_BYTES = 4096
+#: Operations whose fields are all names (handles, strings): two equal ones (same
+#: type, equal strings) have the same request bytes, so they are kept by value as well.
+_NAMED_ONLY = frozenset(
+    spec.cls
+    for spec in ops.TABLE
+    if all(f.kind in ("handle", "released", "new_handle", "str") for f in spec.fields)
+)
 
 
 class _AdapterProcess:
@@ -232,6 +239,7 @@ class StdioDriver:
         #: Keyed by ``id`` with the operation kept alive, never by equality: equal
         #: operations may encode differently (``1 == 1.0 == True``).
         self._tails: dict[int, tuple[ops.Op, bytes]] = {}
+        self._named_tails: dict[ops.Op, bytes] = {}
         self._info: AdapterInfo | None = None
         self._proc: _AdapterProcess | None = self._start()
         assert self._info is not None
@@ -364,6 +372,17 @@ class StdioDriver:
         known = tails.get(id(op))
         if known is not None and known[0] is op:
             return known[1]
+        if type(op) in _NAMED_ONLY:
+            named = self._named_tails
+            remembered = named.get(op)
+            if remembered is not None:
+                return remembered
+            tail = codec.request_tail(op)
+            if len(tail) <= _TAIL_CACHE_BYTES:
+                if len(named) >= _TAIL_CACHE_ENTRIES:
+                    named.clear()
+                named[op] = tail
+            return tail
         tail = codec.request_tail(op)
         if len(tail) <= _TAIL_CACHE_BYTES:
             if len(tails) >= _TAIL_CACHE_ENTRIES:
