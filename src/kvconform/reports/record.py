@@ -30,6 +30,7 @@ def build(
     gate: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The report document for one run."""
+    file_names: dict[str, str] = {}  # a case's file name, worked out once per file
     return {
         "format": REPORT_FORMAT,
         "suite": {
@@ -50,14 +51,17 @@ def build(
         "seconds": round(seconds, 3),
         "selection": dict(selection or {}),
         "summary": summarize(results),
-        "results": [_result(r) for r in results],
+        "results": [_result(r, file_names) for r in results],
         "requirements": requirement_verdicts(results),
         "gate": dict(gate) if gate is not None else None,
     }
 
 
-def _result(result: CaseResult) -> dict[str, Any]:
+def _result(result: CaseResult, file_names: dict[str, str]) -> dict[str, Any]:
     case = result.case
+    file_name = file_names.get(case.file)
+    if file_name is None:
+        file_name = file_names[case.file] = case.file_name
     out: dict[str, Any] = {
         "id": case.id,
         "kind": case.kind,
@@ -68,7 +72,7 @@ def _result(result: CaseResult) -> dict[str, Any]:
         "verdict": result.verdict,
         "basis": basis_of(result),
         "seconds": round(result.seconds, 6),
-        "file": case.file_name,
+        "file": file_name,
     }
     if result.verdict in ("not_applicable", "not_run"):
         out["reason"] = result.reason

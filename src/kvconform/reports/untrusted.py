@@ -20,8 +20,16 @@ HTML is escaped with :func:`html.escape` after :func:`visible`.
 from __future__ import annotations
 
 import re
+from functools import cache
 
-_UNSHOWABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+#: Tab and newline, the two control characters :func:`visible` keeps.
+_KEPT = {ord("\t"): None, ord("\n"): None}
+
+
+@cache
+def _unshowable() -> re.Pattern[str]:
+    """What :func:`visible` escapes (compiled when first needed: most text has none of it)."""
+    return re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -31,7 +39,9 @@ def _escape(match: re.Match[str]) -> str:
 
 def visible(text: str) -> str:
     """``text`` with every control character and lone surrogate written as an escape."""
-    return _UNSHOWABLE.sub(_escape, text)
+    if text.isascii() and text.translate(_KEPT).isprintable():
+        return text  # ASCII without a control character but tab and newline: as it is
+    return _unshowable().sub(_escape, text)
 
 
 def one_line(text: str) -> str:
@@ -49,10 +59,12 @@ def xml(text: str) -> str:
 # CommonMark or GitHub's Markdown -- escapes, code spans, emphasis, strikethrough,
 # links and images, raw HTML and comments, entities, table cells, math, and the
 # extended autolinks (``www.``, ``http:``, ``a@b``) -- becomes a character reference.
-_MARKDOWN_SPECIAL = re.compile(r"[\\`*_\[\]()<>#!|~&.:@$]")
+@cache
+def _markdown_special() -> re.Pattern[str]:
+    return re.compile(r"[\\`*_\[\]()<>#!|~&.:@$]")
 
 
 def markdown(text: str) -> str:
     """Inert inline Markdown for ``text``: one line, no syntax can come from it."""
     flat = visible(text).replace("\r", " ").replace("\n", " ").replace("\t", " ")
-    return _MARKDOWN_SPECIAL.sub(lambda m: f"&#{ord(m.group())};", flat)
+    return _markdown_special().sub(lambda m: f"&#{ord(m.group())};", flat)
