@@ -38,6 +38,7 @@ from kvconform.protocol import operations as ops
 from kvconform.values import (
     OPTION_DECISIONS,
     Fault,
+    Geometry,
     LayerDesc,
     MixOp,
     ModelSpec,
@@ -283,32 +284,16 @@ class _Steps:
         self._read("instance", name, value)
 
     def _CacheNew(self, n: int, op: ops.CacheNew, value: object, fault: Fault | None) -> None:
-        g = op.geometry
-        self.step(
-            op.name,
-            {
-                "as": op.handle,
-                "n_layers": g.n_layers,
-                "n_kv_heads": g.n_kv_heads,
-                "head_dim": g.head_dim,
-                "max_seq_len": g.max_seq_len,
-                "dtype": g.dtype,
-            },
-        )
+        self.step(op.name, {"as": op.handle, **_geometry(op.geometry)})
 
     def _CacheNewPlaced(
         self, n: int, op: ops.CacheNewPlaced, value: object, fault: Fault | None
     ) -> None:
-        g = op.geometry
         self.step(
             op.name,
             {
                 "as": op.handle,
-                "n_layers": g.n_layers,
-                "n_kv_heads": g.n_kv_heads,
-                "head_dim": g.head_dim,
-                "max_seq_len": g.max_seq_len,
-                "dtype": g.dtype,
+                **_geometry(op.geometry),
                 "residency": op.residency,
                 "layer_storage": _FlowList(op.layer_storage),
             },
@@ -398,7 +383,7 @@ class _Steps:
         self.step(op.name, args)
 
     def _PlanKey(self, n: int, op: ops.PlanKey, value: object, fault: Fault | None) -> None:
-        i, g = op.identity, op.identity.geometry
+        i = op.identity
         name = f"key_{n}"
         self.step(
             op.name,
@@ -407,11 +392,7 @@ class _Steps:
                 **_model(i.model),
                 "instance": i.instance,
                 "alloc": i.alloc,
-                "n_layers": g.n_layers,
-                "n_kv_heads": g.n_kv_heads,
-                "head_dim": g.head_dim,
-                "max_seq_len": g.max_seq_len,
-                "dtype": g.dtype,
+                **_geometry(i.geometry),
                 "step_tokens": i.step_tokens,
             },
         )
@@ -504,6 +485,17 @@ class _Steps:
                 if table == "key":
                     representatives = [names[0] for names in classes.values()]
                 self.step(relation, _FlowList(representatives))
+
+
+def _geometry(g: Geometry) -> dict[str, Any]:
+    """A cache's geometry as a step's arguments."""
+    return {
+        "n_layers": g.n_layers,
+        "n_kv_heads": g.n_kv_heads,
+        "head_dim": g.head_dim,
+        "max_seq_len": g.max_seq_len,
+        "dtype": g.dtype,
+    }
 
 
 def _question(op: ops.SessionValid | ops.SessionValidity) -> dict[str, Any]:

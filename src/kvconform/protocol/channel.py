@@ -277,12 +277,17 @@ class PollChannel:
             except OSError as exc:
                 raise StreamFault("eof", str(exc)) from None
             else:
-                size = len(chunk)
-                if chunk.find(b"\n") == size - 1 and 0 < size <= self._max:
-                    return chunk[:-1]
-                if not size:
-                    raise StreamFault("eof")
-                self._take(chunk)
+                return self._answer(chunk, deadline)
+        return self._read_line(deadline)
+
+    def _answer(self, chunk: bytes, deadline: float) -> bytes:
+        """The response line that starts with the first ``chunk`` read for it."""
+        size = len(chunk)
+        if chunk.find(b"\n") == size - 1 and 0 < size <= self._max:
+            return chunk[:-1]  # the usual case: exactly one whole line
+        if not size:
+            raise StreamFault("eof")
+        self._take(chunk)
         return self._read_line(deadline)
 
     def _blocking_read(self, deadline: float) -> bytes:
@@ -303,13 +308,7 @@ class PollChannel:
             raise StreamFault("timeout")
         if isinstance(chunk, OSError):
             raise StreamFault("eof", str(chunk)) from None
-        size = len(chunk)
-        if chunk.find(b"\n") == size - 1 and 0 < size <= self._max:
-            return chunk[:-1]
-        if not size:
-            raise StreamFault("eof")
-        self._take(chunk)
-        return self._read_line(deadline)
+        return self._answer(chunk, deadline)
 
     def _expire(self, now: float) -> None:
         """On the watchdog's thread: give up a blocking read past its deadline, and end it
