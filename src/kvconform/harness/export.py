@@ -35,10 +35,10 @@ import yaml
 
 from kvconform.differential.compare import Mismatch, error_parts
 from kvconform.protocol import operations as ops
+from kvconform.protocol.codec import geometry_to_wire
 from kvconform.values import (
     OPTION_DECISIONS,
     Fault,
-    Geometry,
     LayerDesc,
     MixOp,
     ModelSpec,
@@ -284,7 +284,7 @@ class _Steps:
         self._read("instance", name, value)
 
     def _CacheNew(self, n: int, op: ops.CacheNew, value: object, fault: Fault | None) -> None:
-        self.step(op.name, {"as": op.handle, **_geometry(op.geometry)})
+        self.step(op.name, {"as": op.handle, **geometry_to_wire(op.geometry)})
 
     def _CacheNewPlaced(
         self, n: int, op: ops.CacheNewPlaced, value: object, fault: Fault | None
@@ -293,7 +293,7 @@ class _Steps:
             op.name,
             {
                 "as": op.handle,
-                **_geometry(op.geometry),
+                **geometry_to_wire(op.geometry),
                 "residency": op.residency,
                 "layer_storage": _FlowList(op.layer_storage),
             },
@@ -392,7 +392,7 @@ class _Steps:
                 **_model(i.model),
                 "instance": i.instance,
                 "alloc": i.alloc,
-                **_geometry(i.geometry),
+                **geometry_to_wire(i.geometry),
                 "step_tokens": i.step_tokens,
             },
         )
@@ -485,17 +485,6 @@ class _Steps:
                 if table == "key":
                     representatives = [names[0] for names in classes.values()]
                 self.step(relation, _FlowList(representatives))
-
-
-def _geometry(g: Geometry) -> dict[str, Any]:
-    """A cache's geometry as a step's arguments."""
-    return {
-        "n_layers": g.n_layers,
-        "n_kv_heads": g.n_kv_heads,
-        "head_dim": g.head_dim,
-        "max_seq_len": g.max_seq_len,
-        "dtype": g.dtype,
-    }
 
 
 def _question(op: ops.SessionValid | ops.SessionValidity) -> dict[str, Any]:

@@ -219,7 +219,8 @@ def _step_from_wire(raw: Mapping[str, Any], where: str) -> StepInputs:
     )
 
 
-def _geometry_to_wire(g: Geometry) -> dict[str, Any]:
+def geometry_to_wire(g: Geometry) -> dict[str, Any]:
+    """A cache's geometry as its wire fields (also a scenario step's arguments)."""
     return {
         "n_layers": g.n_layers,
         "n_kv_heads": g.n_kv_heads,
@@ -244,7 +245,7 @@ def _identity_to_wire(identity: PlanIdentity) -> dict[str, Any]:
         "model": _model_to_wire(identity.model),
         "instance": u64_to_wire(identity.instance),
         "alloc": u64_to_wire(identity.alloc),
-        "geometry": _geometry_to_wire(identity.geometry),
+        "geometry": geometry_to_wire(identity.geometry),
         "step_tokens": identity.step_tokens,
     }
 
@@ -418,7 +419,7 @@ FIELD_CODECS: dict[FieldKind, tuple[_Encoder, _Decoder]] = {
     "count_or_null": (_identity, _count_or_null),
     "program": (_program_to_wire, _program_from_wire),
     "model_spec": (_model_to_wire, _object(_model_from_wire)),
-    "geometry": (_geometry_to_wire, _object(_geometry_from_wire)),
+    "geometry": (geometry_to_wire, _object(_geometry_from_wire)),
     "plan_identity": (_identity_to_wire, _object(_identity_from_wire)),
     "step": (_step_to_wire, _object(_step_from_wire)),
     "payload": (_payload_to_wire, _payload_from_wire),
