@@ -88,6 +88,15 @@ def test_selection_by_area_class_requirement_and_id() -> None:
     assert int(out.strip().splitlines()[-1].split()[0]) > 40
 
 
+@pytest.mark.parametrize("cls", ["hash", "identity", "plan", "signature", "verify", "plan_validity"])
+def test_every_class_can_be_selected(cls: str) -> None:
+    """Each conformance class (CONF-1) is a valid --class, and selects only its own cases."""
+    status, out, err = run("list", "--class", cls)
+    assert status == cli.EXIT_OK, err
+    lines = out.strip().splitlines()[:-1]
+    assert lines and all(line.split()[1] == cls for line in lines)
+
+
 def test_the_json_report_is_valid_and_complete(mutant_reports: Path) -> None:
     data = json.loads((mutant_reports / "report.json").read_text())
     validate(Document("report.json", data, {}), "report")

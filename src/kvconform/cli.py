@@ -47,7 +47,7 @@ from kvconform.harness.scenario import Case
 from kvconform.harness.yamlsource import SourceError
 from kvconform.protocol.driver import Driver, InProcessDriver
 from kvconform.reports.untrusted import visible
-from kvconform.values import OPTIONS
+from kvconform.values import CLASSES, OPTIONS
 
 # Imported where they are used, so that a command pays only for what it needs:
 # kvconform.reports (reports; compare), kvconform.harness.expectations (and with
@@ -308,7 +308,7 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="CLASS",
-        help="hash, identity, plan, signature or verify",
+        help=", ".join(CLASSES[:-1]) + " or " + CLASSES[-1],
     )
     sel.add_argument(
         "--requirement",
@@ -362,10 +362,9 @@ def _positive_int(text: str) -> int:
 
 def select(cases: Sequence[Case], args: argparse.Namespace) -> list[Case]:
     """The cases matching every kind of selector given; an unknown selector is an error."""
-    known_classes = {"hash", "identity", "plan", "signature", "verify"}
     for cls in args.classes:
-        if cls not in known_classes:
-            raise UsageError(f"--class {cls!r}: not one of {', '.join(sorted(known_classes))}")
+        if cls not in CLASSES:
+            raise UsageError(f"--class {cls!r}: not one of {', '.join(CLASSES)}")
     reqs = suite.requirements()
     groups = {r.rsplit("-", 1)[0] for r in reqs}
     for req in args.requirement:
