@@ -55,6 +55,9 @@ def test_default_run_is_green_against_the_reference() -> None:
         (["run", "--adapter", "json"], "expected 'module:factory'"),
         (["run", "--adapter", "x:y", "--adapter-cmd", "z"], "not allowed with"),
         (["compare", "nothing.json", "-o", "x.html"], "not a kvconform JSON report"),
+        (["run", "--json", "same.out", "--html", "same.out"], "would both be written to"),
+        (["run", "--junit", "r.xml", "--trace", "./r.xml"], "would both be written to"),
+        (["run", "--expectations", "e.txt", "--markdown", "e.txt"], "would overwrite the --exp"),
         ([], "required"),
     ],
 )

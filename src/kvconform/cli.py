@@ -500,10 +500,15 @@ def _preflight(args: argparse.Namespace) -> None:
             )
     if args.trace is not None:
         outputs.append(("--trace", args.trace))
-    for what, path in outputs:
+    for index, (what, path) in enumerate(outputs):
         if path.is_dir():
             raise UsageError(f"{what}: {path} is a directory")
         _writable_dir(path.parent, what, create=False)
+        for other, other_path in outputs[:index]:
+            if _same_file(path, other_path):
+                raise UsageError(f"{what} and {other} would both be written to {path}")
+        if args.expectations and _same_file(path, args.expectations):
+            raise UsageError(f"{what} would overwrite the --expectations file it reads ({path})")
     if args.export_counterexamples is not None:
         _writable_dir(args.export_counterexamples, "--export-counterexamples")
 
