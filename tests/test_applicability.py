@@ -121,6 +121,35 @@ def test_option_scenarios_follow_the_declared_answer() -> None:
     assert all(r.verdict == "not_applicable" and "(CONF-6)" in r.reason for r in for_refuse)
 
 
+@pytest.mark.parametrize(
+    "writes, reads, reason",
+    [(None, frozenset(), "format.writes: null"), (None, frozenset({1}), "format.writes: null")],
+)
+def test_a_block_class_without_a_written_version_does_not_start(
+    writes: int | None, reads: frozenset[int], reason: str
+) -> None:
+    """Claiming ``signature`` declares the version written (PROF-3, CONF-2).
+
+    Without it every signature and verify case would be not applicable and the run
+    would call the claim conformant having judged none of it.
+    """
+    with pytest.raises(ValueError, match=reason):
+        InProcessDriver(Declaring(format_writes=writes, format_reads=reads))
+    from kvconform.protocol.codec import WireError, info_from_wire, info_to_wire
+
+    wire = info_to_wire(Declaring().describe())
+    with pytest.raises(WireError, match=reason):
+        info_from_wire({**wire, "format": {"writes": writes, "reads": sorted(reads)}})
+    # without a block class, no version is written and none is asked for
+    InProcessDriver(
+        Declaring(
+            classes=frozenset({"hash", "identity", "plan"}),
+            format_writes=None,
+            format_reads=frozenset(),
+        )
+    )
+
+
 def test_an_undeclared_option_value_is_refused() -> None:
     """An option value the specification does not list is an adapter-start error (PROTO-30)."""
     with pytest.raises(ValueError, match=r"options\.append_past_capacity"):

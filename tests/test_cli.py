@@ -91,7 +91,9 @@ def test_selection_by_area_class_requirement_and_id() -> None:
     assert int(out.strip().splitlines()[-1].split()[0]) > 40
 
 
-@pytest.mark.parametrize("cls", ["hash", "identity", "plan", "signature", "verify", "plan_validity"])
+@pytest.mark.parametrize(
+    "cls", ["hash", "identity", "plan", "signature", "verify", "plan_validity"]
+)
 def test_every_class_can_be_selected(cls: str) -> None:
     """Each conformance class (CONF-1) is a valid --class, and selects only its own cases."""
     status, out, err = run("list", "--class", cls)
@@ -305,6 +307,31 @@ def test_every_report_shows_safety_failures_apart_from_policy_failures(tmp_path:
     assert split in matrix
     assert "alloc.rewind.keeps-alloc-id: on the seeds&#x27; semantics" in matrix
     assert "alloc.capacity.exceeded-is-refused-whole: on decision append-past-capacity" in matrix
+
+
+def test_failures_that_are_not_wrong_answers_are_counted_apart(tmp_path: Path) -> None:
+    """A message's wording (ERR-6) and a broken adapter are not read as wrong answers."""
+    status, out, err = run(
+        "run",
+        "--adapter",
+        "tests.fixtures.three_causes:make",
+        "--report-dir",
+        str(tmp_path),
+        "--quiet",
+    )
+    assert status == cli.EXIT_FAILED, err
+    data = json.loads((tmp_path / "report.json").read_text())
+    by = data["summary"]["failed_by_cause"]
+    assert by["answer"] > 0 and by["message"] > 0 and by["adapter"] > 0, by
+    assert sum(by.values()) == data["summary"]["failed"]
+    causes = {r["id"]: r["failure"]["cause"] for r in data["results"] if r["verdict"] == "failed"}
+    assert causes["alloc.rewind.plan-stays-valid"] == "answer"
+    assert "message" in causes.values() and "adapter" in causes.values()
+    phrase = f"of these, {by['message']} only in an error message's wording (ERR-6)"
+    assert phrase in out
+    assert f"{by['adapter']} where the adapter broke instead of answering" in out
+    assert phrase in (tmp_path / "summary.md").read_text()
+    assert phrase in (tmp_path / "report.html").read_text().replace("&#x27;", "'")
 
 
 def test_a_wrong_error_shows_the_expected_error_not_its_values(tmp_path: Path) -> None:

@@ -461,6 +461,9 @@ def test_faults_of_python_adapters_keep_their_message() -> None:
         ({"capabilities": {"key_schema": {"llama": [1]}}}, "key_schema"),
         ({"capabilities": {"key_schema": {"llama": {"n": "u64"}}}}, "not fixed"),
         ({"capabilities": {"teleport": True}}, "unknown capability"),
+        ({"option": {"clear_mints": "eager"}}, "unknown member 'option'"),
+        ({"\x1b[2J" + "b" * 100_000: 1}, "unknown member"),
+        ({"format": {"writes": None, "reads": [], "write": 1}}, "format: unknown member 'write'"),
     ],
 )
 def test_a_bad_declaration_in_hello_is_one_clipped_line(extra: dict, fragment: str) -> None:

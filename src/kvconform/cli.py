@@ -913,7 +913,8 @@ def _print_summary(
         by = s["failed_by_basis"]
         split = (
             f" ({by['seed']} on the seeds' semantics: safety; "
-            f"{by['decision']} on a decision of the specification: policy)"
+            f"{by['decision']} on a decision of the specification: policy"
+            f"{_not_answers(s)})"
         )
     from kvconform.reports.record import caveats
 
@@ -925,6 +926,14 @@ def _print_summary(
         f"\n{s['passed']} passed, {s['failed']} failed{split}, {s['not_applicable']} not "
         f"applicable{_not_run(s)} of {s['total']} in {report['seconds']:.1f} s: {verdict}\n"
     )
+
+
+def _not_answers(summary: dict[str, Any]) -> str:
+    """How many failures are not wrong answers: a message's wording, a broken adapter."""
+    from kvconform.reports.record import not_answers
+
+    parts = not_answers(summary)
+    return f"; of these, {' and '.join(parts)}" if parts else ""
 
 
 def _not_run(summary: dict[str, Any]) -> str:

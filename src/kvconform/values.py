@@ -331,6 +331,11 @@ class AdapterInfo:
             found.append(
                 f"format.writes: {self.format_writes!r} is not a defined version (1 or 2, PROF-1)"
             )
+        if "signature" in self.classes and self.format_writes is None:
+            found.append(
+                "format.writes: null, but the class signature is claimed; declare the "
+                "block format version written (PROF-3, CONF-2)"
+            )
         undefined = sorted(v for v in self.format_reads if v not in FORMAT_VERSIONS)
         if undefined:
             found.append(f"format.reads: {undefined[0]!r} is not a defined version (1 or 2)")

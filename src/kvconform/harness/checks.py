@@ -41,6 +41,9 @@ class Failure:
     #: Requirements this particular check adds to the case's own (e.g. ERR-6).
     requires: tuple[str, ...] = ()
     detail: str = ""
+    #: The adapter broke on this step (a crash, a timeout, a malformed reply): no answer
+    #: was judged (PROTO-13 .. PROTO-29).
+    broken: bool = False
 
 
 # Expectations on one operation's outcome ------------------------------------
@@ -250,8 +253,9 @@ class OutcomeCheck:
             return None
         expected, actual, requires = verdict
         outcome = outcomes[self.op_index]
-        detail = outcome.detail if isinstance(outcome, Broken) else ""
-        return Failure(self.where, expected, actual, requires, detail)
+        broken = isinstance(outcome, Broken)
+        detail = outcome.detail if broken else ""
+        return Failure(self.where, expected, actual, requires, detail, broken)
 
 
 @dataclass(frozen=True)

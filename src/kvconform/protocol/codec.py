@@ -686,10 +686,22 @@ def info_to_wire(info: AdapterInfo) -> dict[str, Any]:
     }
 
 
+#: The members of a ``hello`` answer (spec/protocol.md, PROTO-10, PROTO-30).
+_INFO_MEMBERS = frozenset(
+    ("name", "version", "language", "protocol", "classes", "format", "options", "capabilities")
+)
+
+
 def info_from_wire(raw: object) -> AdapterInfo:
     """An adapter's self-description from its ``hello`` answer; :class:`~.WireError` if bad."""
     if not isinstance(raw, Mapping):
         raise WireError(f"hello result: expected an object, got {clip(repr(raw))}")
+    unknown_members = sorted(set(raw) - _INFO_MEMBERS)
+    if unknown_members:
+        raise WireError(
+            f"hello result: unknown member {clip(', '.join(map(repr, unknown_members)))} "
+            f"(the members are {', '.join(sorted(_INFO_MEMBERS))}; PROTO-30)"
+        )
     for name in ("name", "version", "language"):
         if not isinstance(raw.get(name), str) or not raw[name]:
             raise WireError(f"hello result.{name}: expected a non-empty string")
@@ -710,6 +722,12 @@ def info_from_wire(raw: object) -> AdapterInfo:
     fmt = raw.get("format")
     if not isinstance(fmt, Mapping):
         raise WireError("hello result.format: expected {writes, reads}")
+    unknown_format = sorted(set(fmt) - {"writes", "reads"})
+    if unknown_format:
+        raise WireError(
+            f"hello result.format: unknown member {clip(', '.join(map(repr, unknown_format)))} "
+            "(the members are writes, reads; PROTO-30)"
+        )
     writes = fmt.get("writes")
     reads = fmt.get("reads")
     if writes is not None and (not isinstance(writes, int) or isinstance(writes, bool)):

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kvconform.reports.files import write_atomic
-from kvconform.reports.record import caveats
+from kvconform.reports.record import caveats, not_answers
 from kvconform.reports.untrusted import visible
 
 
@@ -449,7 +449,9 @@ def _split(summary: Mapping[str, Any]) -> str:
     by = summary.get("failed_by_basis")
     if not by or not summary["failed"]:
         return ""
-    return f" ({by['seed']} on the seeds' semantics, {by['decision']} on a decision)"
+    parts = not_answers(summary)
+    extra = f"; of these, {' and '.join(parts)}" if parts else ""
+    return f" ({by['seed']} on the seeds' semantics, {by['decision']} on a decision{extra})"
 
 
 def write_run(report: Mapping[str, Any], path: Path) -> None:

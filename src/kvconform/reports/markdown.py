@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kvconform.reports.files import write_atomic
+from kvconform.reports.record import caveats, not_answers
 from kvconform.reports.untrusted import markdown as _m
 
 _MARK = {"passed": "pass", "failed": "FAIL", "not_applicable": "n/a", "not_run": "not run"}
@@ -26,6 +27,12 @@ def _list(items: Iterable[object]) -> str:
     return ", ".join(_m(str(item)) for item in items)
 
 
+def _causes(summary: Mapping[str, Any]) -> str:
+    """Failures that are not wrong answers: a message's wording, a broken adapter."""
+    parts = not_answers(summary)
+    return f"; of these, {' and '.join(parts)}" if parts else ""
+
+
 def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
     """The summary; each string from the adapter or the report file is inert (:mod:`.untrusted`)."""
     s = report["summary"]
@@ -34,7 +41,6 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
     if report.get("incomplete") and s["failed"] == 0:
         verdict = "not judged"  # a run that stopped early reaches no verdict of conformance
     gate = report.get("gate")
-    from kvconform.reports.record import caveats
 
     if caveats(report):
         verdict = f"{verdict} ({'; '.join(c.split(':')[0].lower() for c in caveats(report))})"
@@ -49,7 +55,7 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
         f"Classes declared: {_list(a['classes']) or 'none'}. "
         + _declared(a)
         + f"Failed on the seeds' semantics: {s.get('failed_by_basis', {}).get('seed', 0)}; "
-        f"on a decision: {s.get('failed_by_basis', {}).get('decision', 0)}. "
+        f"on a decision: {s.get('failed_by_basis', {}).get('decision', 0)}" + _causes(s) + ". "
         f"Suite digest {_code(report['suite']['digest'][:16])}.",
         "",
     ]

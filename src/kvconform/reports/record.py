@@ -86,9 +86,37 @@ def _result(result: CaseResult, file_names: dict[str, str]) -> dict[str, Any]:
             "requires": list(dict.fromkeys((*case.requires, *first.requires))),
             "why": case.why,
             "more": len(result.failures) - 1,
+            "cause": cause_of(result),
             "text": result.report(),
         }
     return out
+
+
+#: Why a failed case failed, in the order a person should read them: a wrong answer,
+#: an error whose only fault is its message's wording (ERR-6), an adapter that broke.
+CAUSES = ("answer", "message", "adapter")
+
+
+def cause_of(result: CaseResult) -> str:
+    """``adapter`` if the adapter broke on a step, ``message`` if every failed check is
+    an error's message (ERR-6), else ``answer``: a wrong answer (CONF-8 sorts those by
+    basis into safety and policy; the other two are neither)."""
+    if any(f.broken for f in result.failures):
+        return "adapter"
+    if result.failures and all(f.requires == ("ERR-6",) for f in result.failures):
+        return "message"
+    return "answer"
+
+
+def not_answers(summary: Mapping[str, Any]) -> list[str]:
+    """The failures that are not wrong answers, as phrases: "2 only in an error message's
+    wording (ERR-6)", "1 where the adapter broke" (empty when there are none)."""
+    by = summary.get("failed_by_cause", {})
+    phrases = {
+        "message": "only in an error message's wording (ERR-6)",
+        "adapter": "where the adapter broke instead of answering",
+    }
+    return [f"{by[key]} {text}" for key, text in phrases.items() if by.get(key)]
 
 
 def basis_of(result: CaseResult) -> str | list[str]:
@@ -122,6 +150,7 @@ def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
             "seed": sum(1 for r in failed if not r.case.basis),
             "decision": sum(1 for r in failed if r.case.basis),
         },
+        "failed_by_cause": {c: sum(1 for r in failed if cause_of(r) == c) for c in CAUSES},
         "by_area": {area: counts(c) for area, c in sorted(by_area.items())},
         "by_class": {cls: counts(c) for cls, c in sorted(by_class.items())},
     }
