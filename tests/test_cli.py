@@ -69,6 +69,27 @@ def test_bad_arguments_exit_2_with_one_clear_line(argv: list[str], fragment: str
     assert err.count("\n") == 1
 
 
+def test_a_run_that_judges_nothing_has_no_verdict() -> None:
+    """Every selected case not applicable: status 5 and "NO VERDICT", never "CONFORMANT"."""
+    status, out, err = run(
+        "run", "--id", "verify.*", "--adapter", "tests.fixtures.hash_only_adapter:HashOnly"
+    )
+    assert status == cli.EXIT_NOTHING_JUDGED == 5, err
+    assert "NO VERDICT" in out and "CONFORMANT" not in out
+    assert "does not declare the class verify" in out
+    status, out, _ = run(
+        "run",
+        "--id",
+        "verify.*",
+        "--id",
+        "hash.*",
+        "--adapter",
+        "tests.fixtures.hash_only_adapter:HashOnly",
+        "--quiet",
+    )
+    assert status == cli.EXIT_OK and "CONFORMANT" in out
+
+
 def test_an_adapter_whose_factory_fails_exits_3() -> None:
     status, _, err = run("run", "--adapter", "tests.test_cli:broken_factory")
     assert status == cli.EXIT_ADAPTER

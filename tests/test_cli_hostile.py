@@ -200,6 +200,9 @@ def test_a_signal_stops_the_adapter_group_and_leaves_reports_marked_interrupted(
     assert "interrupted" in err and "Traceback" not in err
     report = json.loads(stale.read_text(encoding="utf-8"))
     assert "interrupted" in report["incomplete"]
+    summary = report["summary"]  # the whole selection is counted, the cases never run as such
+    assert summary["total"] == len(report["results"]) > summary["passed"] + summary["failed"]
+    assert summary["not_run"] > 0
     time.sleep(0.5)
     assert not [pid for pid in children if _alive(pid)], "the adapter's group was stopped"
 

@@ -14,7 +14,8 @@ with an expectations file, no unexpected failure and no stale entry); 1 failures
 2 a usage or suite error (a bad argument, an unwritable output, a malformed or
 modified suite file); 3 the adapter could not start, or stopped answering (the
 cases it never ran are listed "not run"); 4 an internal error of kvconform
-(a bug: the reports so far are written, marked incomplete); 130 interrupted
+(a bug: the reports so far are written, marked incomplete); 5 nothing judged
+(every selected case is not applicable to what the adapter declares); 130 interrupted
 (SIGINT, SIGTERM or SIGHUP: the adapter's process group is stopped and the
 reports so far are written, marked interrupted).
 """
@@ -56,6 +57,7 @@ from kvconform.values import CLASSES, OPTIONS
 # when the suite is loaded rather than read from the cache).
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ADAPTER, EXIT_INTERNAL = 0, 1, 2, 3, 4
+EXIT_NOTHING_JUDGED = 5
 EXIT_INTERRUPTED = 130
 #: The longest per-request timeout accepted (seconds).
 MAX_TIMEOUT = 3600.0
@@ -651,6 +653,12 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     finally:
         progress.finish()
         driver.close()
+    incomplete = None if stopped is None else _stop_reason(stopped, len(results), len(cases))
+    if incomplete is not None:  # the summary counts the whole selection, run or not
+        results += [
+            CaseResult(left, "not_run", reason=f"not run: {incomplete}")
+            for left in cases[len(results) :]
+        ]
     seconds = time.perf_counter() - clock
     from kvconform.reports import record
 
@@ -689,8 +697,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         report["selection"]["generated"] = {"examples": generated.examples, "seed": generated.seed}
     if not integrity.intact:
         report["suite"]["modified"] = integrity.problems()
-    if stopped is not None:
-        report["incomplete"] = _stop_reason(stopped, len(results), len(cases))
+    if incomplete is not None:
+        report["incomplete"] = incomplete
     _write_reports(args, report)
     if args.trace is not None:
         _write_trace(args.trace, results)
@@ -714,8 +722,12 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             f"{generated.seed} (reproduce with --generated {generated.examples} "
             f"--seed {generated.seed})\n"
         )
+    if gate is not None and not gate.ok:
+        return EXIT_FAILED
+    if record.judged_nothing(report):
+        return EXIT_NOTHING_JUDGED
     if gate is not None:
-        return EXIT_OK if gate.ok else EXIT_FAILED
+        return EXIT_OK
     return EXIT_OK if report["summary"]["failed"] == 0 else EXIT_FAILED
 
 
@@ -906,7 +918,7 @@ def _print_summary(
         for case_id in gate["stale"]:
             out.write(f"  listed as failing but passes (remove it): {case_id}\n")
     verdict = "CONFORMANT for the declared classes" if not s["failed"] else "NOT CONFORMANT"
-    if report.get("incomplete"):
+    if report.get("incomplete") or not (s["passed"] or s["failed"]):
         verdict = "NO VERDICT" if not s["failed"] else verdict
     split = ""
     if s["failed"]:

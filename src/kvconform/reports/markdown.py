@@ -38,8 +38,8 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
     s = report["summary"]
     a = report["adapter"]
     verdict = "conformant" if s["failed"] == 0 else "NOT conformant"
-    if report.get("incomplete") and s["failed"] == 0:
-        verdict = "not judged"  # a run that stopped early reaches no verdict of conformance
+    if (report.get("incomplete") or not s["passed"]) and s["failed"] == 0:
+        verdict = "not judged"  # a run that stopped early, or judged nothing, reaches no verdict
     gate = report.get("gate")
 
     if caveats(report):

@@ -190,7 +190,22 @@ def caveats(report: Mapping[str, Any]) -> list[str]:
         out.append(f"MODIFIED SUITE (--allow-modified): {report['suite']['modified']}")
     if report.get("incomplete"):
         out.append(f"INCOMPLETE RUN: {report['incomplete']}")
+    elif judged_nothing(report):
+        total = report["summary"]["total"]
+        out.append(
+            f"NOTHING JUDGED: none of the {total} selected cases applies to what "
+            f"{report['adapter']['name']} declares (each one's reason is listed)"
+        )
     return out
+
+
+def judged_nothing(report: Mapping[str, Any]) -> bool:
+    """Whether the run passed or failed no case: every one was not applicable (or not run).
+
+    Such a run reaches no verdict of conformance: it must not read as conformant.
+    """
+    s = report["summary"]
+    return s["passed"] == 0 and s["failed"] == 0
 
 
 def read(path: Path) -> dict[str, Any]:
