@@ -96,7 +96,10 @@ def test_an_internal_error_is_exit_4_with_the_reports_so_far_marked_incomplete(
     assert "internal error after 4 of" in err and "ZeroDivisionError" in err
     assert "Traceback" not in err and "NO VERDICT" in out and "CONFORMANT" not in out
     report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
-    assert report["summary"]["total"] == 4 and "internal error" in report["incomplete"]
+    summary_counts = report["summary"]
+    assert summary_counts["passed"] + summary_counts["failed"] == 4
+    assert summary_counts["not_run"] == summary_counts["total"] - 4 > 0  # the whole selection
+    assert "internal error" in report["incomplete"]
     summary = (tmp_path / "summary.md").read_text(encoding="utf-8")
     assert "not judged" in summary.splitlines()[0] and "INCOMPLETE RUN" in summary
 
@@ -361,3 +364,40 @@ def test_the_plugin_checks_the_manifest_of_the_suite_it_collects(tmp_path: Path)
     )  # fmt: skip
     assert allowed.returncode == 0, allowed.stdout[-1000:]
     assert "MODIFIED SUITE" in allowed.stdout
+
+
+@pytest.mark.covers("PROTO-24")
+@pytest.mark.parametrize(
+    "mode, said",
+    [
+        ("shutdown-status", "exited with status 7 after shutdown, not 0 (PROTO-24)"),
+        ("shutdown-linger", "did not exit within 2 s of shutdown; killed (PROTO-24)"),
+    ],
+)
+def test_an_adapter_that_ends_badly_is_reported_apart_from_the_verdict(
+    tmp_path: Path, mode: str, said: str
+) -> None:
+    """PROTO-24 is the adapter's duty, not the engine's: it is shown, not counted."""
+    adapter = f"{sys.executable} {FIXTURES / 'misbehaving_adapter.py'} {mode}"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kvconform",
+            "run",
+            "--adapter-cmd",
+            adapter,
+            "--quiet",
+            "--id",
+            "alloc.rewind.*",
+            "--json",
+            str(tmp_path / "r.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == cli.EXIT_OK, done.stderr
+    assert said in done.stdout and "adapter incidents" in done.stdout
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert said in report["adapter"]["incidents"][-1]

@@ -47,7 +47,7 @@ from kvconform.harness.runner import CaseResult, run_case, step_labels
 from kvconform.harness.scenario import Case
 from kvconform.harness.yamlsource import SourceError
 from kvconform.protocol.driver import Driver, InProcessDriver
-from kvconform.reports.untrusted import visible
+from kvconform.reports.untrusted import one_line, visible
 from kvconform.values import CLASSES, OPTIONS
 
 # Imported where they are used, so that a command pays only for what it needs:
@@ -522,7 +522,6 @@ def _with_wire(result: CaseResult, wire: Sequence[tuple[str, bytes]]) -> CaseRes
     the last pair is the ``reset`` that ends the program. Lines are shown as the
     adapter wrote them, control characters escaped (:mod:`.reports.untrusted`).
     """
-    from kvconform.reports.untrusted import one_line
 
     if not wire:
         return result
@@ -697,6 +696,9 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         report["selection"]["generated"] = {"examples": generated.examples, "seed": generated.seed}
     if not integrity.intact:
         report["suite"]["modified"] = integrity.problems()
+    incidents = getattr(driver, "incidents", None)
+    if incidents:
+        report["adapter"]["incidents"] = list(incidents)
     if incomplete is not None:
         report["incomplete"] = incomplete
     _write_reports(args, report)
@@ -906,6 +908,12 @@ def _print_summary(
         out.write("\nnot applicable:\n")
         for reason, n in reasons.most_common():
             out.write(f"  {n:>4}  {reason}\n")
+    incidents = report["adapter"].get("incidents", [])
+    if incidents:
+        out.write("\nadapter incidents (against the protocol; not part of the verdict):\n")
+        out.writelines(f"  {one_line(line)}\n" for line in incidents[:10])
+        if len(incidents) > 10:
+            out.write(f"  ... and {len(incidents) - 10} more (in the JSON report)\n")
     gate = report.get("gate")
     if gate:
         out.write(

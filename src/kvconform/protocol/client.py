@@ -594,14 +594,27 @@ class StdioDriver:
         try:
             seq = proc.next_seq
             self._send(proc, [{"op": "shutdown"}])
-            self._receive(proc, seq, "shutdown", grace)
-        except channel.StreamFault:
-            pass
+            response = self._receive(proc, seq, "shutdown", grace)
+            if response != {"seq": seq, "ok": None}:
+                self.incidents.append(
+                    f"the adapter answered shutdown with {codec.clip(str(response))}, "
+                    "not ok: null (PROTO-24)"
+                )
+        except channel.StreamFault as fault:
+            said = f"{fault.what}: {fault.info}" if fault.info else fault.what
+            self.incidents.append(f"the adapter did not answer shutdown ({said}; PROTO-24)")
         if proc.proc.stdin is not None:
             with contextlib.suppress(OSError):
                 proc.proc.stdin.close()
         if not proc.wait_exit(grace):
-            self.incidents.append("the adapter did not exit after shutdown; killed")
+            self.incidents.append(
+                f"the adapter did not exit within {grace:g} s of shutdown; killed (PROTO-24)"
+            )
+        elif proc.proc.returncode != 0:
+            self.incidents.append(
+                f"the adapter exited with status {proc.proc.returncode} after shutdown, "
+                "not 0 (PROTO-24)"
+            )
         proc.kill()
 
     def __enter__(self) -> StdioDriver:
