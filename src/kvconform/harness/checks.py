@@ -253,9 +253,9 @@ class OutcomeCheck:
             return None
         expected, actual, requires = verdict
         outcome = outcomes[self.op_index]
-        broken = isinstance(outcome, Broken)
-        detail = outcome.detail if broken else ""
-        return Failure(self.where, expected, actual, requires, detail, broken)
+        if isinstance(outcome, Broken):
+            return Failure(self.where, expected, actual, requires, outcome.detail, broken=True)
+        return Failure(self.where, expected, actual, requires)
 
 
 @dataclass(frozen=True)

@@ -205,7 +205,7 @@ def judged_nothing(report: Mapping[str, Any]) -> bool:
     Such a run reaches no verdict of conformance: it must not read as conformant.
     """
     s = report["summary"]
-    return s["passed"] == 0 and s["failed"] == 0
+    return bool(s["passed"] == 0 and s["failed"] == 0)
 
 
 def read(path: Path) -> dict[str, Any]:
