@@ -19,6 +19,14 @@ load affects every series alike:
 (c) ``adapter floor``: the same adapter process driven by hand like the echo
     (pre-encoded request bytes, ``readline``, no decoding): the echo plus the
     adapter's own work, the floor for (b).
+(d) ``suite mix``: the round trips of a whole ``kvconform run`` against this adapter,
+    one at a time: every operation of every applicable scenario in order, each case
+    ended by its ``reset``, through ``StdioDriver.call`` (``run([])`` for the reset),
+    beside the raw echo of the same request lines in the same order. At the start of
+    each pass over the suite the driver forgets the requests it encoded and the codec
+    the answers it judged, as a fresh run would: the mix of remembered, new and fully
+    decoded answers is a real run's. Compared by mean (the operations differ), not
+    median.
 
 Each series's median round trip, and its ratio to the raw echo, are given twice:
 over all samples, and as the median of the per-round ratios (the steadier figure
@@ -30,7 +38,8 @@ between two processes on one CPU, which takes away the run-to-run lottery of whe
 the scheduler puts each process (on a loaded machine a round trip across CPUs can
 cost several times one on the same CPU, for the echo as for the adapter).
 
-Prints; asserts nothing. Target: (b) ``hash (call)`` within 1.5x of the raw echo.
+Prints; asserts nothing. Target: (b) ``hash (call)`` and (d) the suite mix within 1.5x
+of the raw echo.
 """
 
 from __future__ import annotations
@@ -136,11 +145,65 @@ class _RawLines:
         self.reader.close()
 
 
+def _suite_mix(driver: StdioDriver) -> list[ops.Op | None]:
+    """Every operation of every scenario that applies to the adapter, in run order, each
+    case's followed by ``None`` for its ``reset`` (what ``kvconform run`` sends)."""
+    from kvconform.harness import suite
+    from kvconform.harness.declarations import adapt
+    from kvconform.harness.runner import not_applicable
+
+    steps: list[ops.Op | None] = []
+    for case in suite.all_cases():
+        if not_applicable(case, driver.info) is None:
+            steps += [*adapt(case, driver.info).program, None]
+    return steps
+
+
+def _mix_actions(
+    driver: StdioDriver, echo: _RawLines, floor: _RawLines, steps: list[ops.Op | None]
+) -> tuple[Callable[[], object], Callable[[], object], Callable[[], object]]:
+    """The next round trip of the suite mix through the driver, to the echo, and to the
+    adapter by hand (its floor), each in the same order."""
+    lines = []
+    for seq, op in enumerate(steps, 1):
+        wire = {"op": "reset"} if op is None else codec.to_wire(op)
+        lines.append(codec.encode_line(seq, wire))
+    on_adapter = itertools.cycle(steps)
+    on_echo = itertools.cycle(lines)
+    on_floor = itertools.cycle(lines)
+    done = [0]
+    write, readline = echo.write, echo.readline
+    floor_write, floor_readline = floor.write, floor.readline
+
+    def adapter_once() -> object:
+        if done[0] % len(steps) == 0:  # a new pass: as a fresh run, nothing remembered
+            driver._tails.clear()
+            driver._named_tails.clear()
+            for memo in codec._EXACT_MEMO.values():
+                memo.clear()
+        done[0] += 1
+        op = next(on_adapter)
+        return driver.run([]) if op is None else driver.call(op)
+
+    def echo_once() -> bytes:
+        write(next(on_echo))
+        return readline()
+
+    def floor_once() -> bytes:
+        floor_write(next(on_floor))
+        return floor_readline()
+
+    return adapter_once, echo_once, floor_once
+
+
 def measure(adapter_cmd: list[str], rounds: int, per_round: int, warmup: int) -> list[Series]:
     line = codec.encode_line(12, codec.to_wire(TINY_HASH))
     echo = _RawLines(ECHO)
+    mix_echo = _RawLines(ECHO)
     floor = _RawLines(adapter_cmd)
+    mix_floor = _RawLines(adapter_cmd)
     driver = StdioDriver(adapter_cmd)
+    mix_driver = StdioDriver(adapter_cmd)
     try:
         hello = floor.round_trip(codec.encode_line(0, codec.hello_request()))()
         if b'"ok"' not in hello:
@@ -173,6 +236,16 @@ def measure(adapter_cmd: list[str], rounds: int, per_round: int, warmup: int) ->
                 trips_per_call=2,
             ),
         ]
+        steps = _suite_mix(mix_driver)
+        hello = mix_floor.round_trip(codec.encode_line(0, codec.hello_request()))()
+        if b'"ok"' not in hello:
+            raise AdapterStartError(f"the adapter refused hello: {hello!r}")
+        on_adapter, on_echo, on_floor = _mix_actions(mix_driver, mix_echo, mix_floor, steps)
+        series += [
+            Series(f"raw echo: suite mix ({len(steps)} lines)", on_echo, mix_echo.proc.pid),
+            Series(f"{name} floor: suite mix (by hand)", on_floor, mix_floor.proc.pid),
+            Series(f"{name}: suite mix (call)", on_adapter, mix_driver.pid),
+        ]
 
         def fresh_cache() -> None:  # run() ends with reset, which drops "c"
             driver.call(ops.Drop("c"))
@@ -190,15 +263,19 @@ def measure(adapter_cmd: list[str], rounds: int, per_round: int, warmup: int) ->
                 if "cache_len" in one.name:
                     fresh_cache()
                 one.sample(per_round)
-        if driver.restarts or driver.incidents:
-            raise AdapterStartError(f"the adapter misbehaved: {driver.incidents}")
+        for used in (driver, mix_driver):
+            if used.restarts or used.incidents:
+                raise AdapterStartError(f"the adapter misbehaved: {used.incidents}")
         check = driver.call(TINY_HASH)
         if not isinstance(check, Ok):
             raise AdapterStartError(f"the adapter answered hash with {check}")
     finally:
         driver.close()
+        mix_driver.close()
         echo.close()
+        mix_echo.close()
         floor.close()
+        mix_floor.close()
     return series
 
 
@@ -234,6 +311,30 @@ def report(series: list[Series], rounds: int, per_round: int) -> None:
         f"  target: {call.name} <= 1.5x raw echo: {call_ratio:.2f}x "
         f"({'met' if call_ratio <= 1.5 else 'NOT met'})"
     )
+    mix_echo, mix_floor, mix = series[-3], series[-2], series[-1]
+
+    def by_mean(mine: Series, theirs: Series) -> str:
+        per = [
+            statistics.fmean(a) / statistics.fmean(b)
+            for a, b in zip(_rounds(mine, per_round), _rounds(theirs, per_round), strict=True)
+        ]
+        ratio = statistics.fmean(mine.samples) / statistics.fmean(theirs.samples)
+        spread = f"{min(per):.2f}-{max(per):.2f}x"
+        return f"{ratio:.2f}x (per round {statistics.median(per):.2f}x, {spread})"
+
+    print(
+        f"  suite mix, by mean: the adapter's floor / echo {by_mean(mix_floor, mix_echo)}; "
+        f"the driver / the adapter's floor {by_mean(mix, mix_floor)}"
+    )
+    mix_ratio = statistics.fmean(mix.samples) / statistics.fmean(mix_echo.samples)
+    print(
+        f"  target: {mix.name} <= 1.5x the raw echo of the same lines, by mean: "
+        f"{by_mean(mix, mix_echo)} ({'met' if mix_ratio <= 1.5 else 'NOT met'})"
+    )
+
+
+def _rounds(one: Series, per_round: int) -> list[list[float]]:
+    return [one.samples[i : i + per_round] for i in range(0, len(one.samples), per_round)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,7 +20,7 @@ from kvconform.harness import suite
 from kvconform.protocol import codec, schemas
 from kvconform.protocol import operations as ops
 from kvconform.protocol.server import Server
-from kvconform.values import AdapterInfo, Broken, Fault, MixOp, Ok, Refused, Signature
+from kvconform.values import AdapterInfo, Broken, Fault, Layout, MixOp, Ok, Refused, Signature
 
 SPEC = suite.spec_dir() / "protocol.md"
 
@@ -484,3 +484,18 @@ def test_a_bad_declaration_in_hello_is_one_clipped_line(extra: dict, fragment: s
     message = str(caught.value)
     assert fragment in message and "\n" not in message and "\x1b" not in message
     assert len(message) < 400
+
+
+@pytest.mark.parametrize("layout", [None, Layout(block_size=4, sliding_window=None)])
+def test_a_signature_on_the_wire_has_every_member_of_the_value(layout: Layout | None) -> None:
+    """signature_to_wire is written out by hand: it must not miss a member (protocol.md, Values)."""
+    import dataclasses
+
+    sig = Signature(2, "m", 1, 2, 3, "f32", 4, layout)
+    wire = codec.signature_to_wire(sig)
+    assert wire is not None
+    members = {f.name for f in dataclasses.fields(Signature)} - (
+        {"layout"} if layout is None else set()
+    )
+    assert set(wire) == members
+    assert codec.signature_from_wire(wire, "sig") == sig

@@ -11,7 +11,6 @@ definition.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -324,8 +323,15 @@ def _layout_or_null(raw: object, where: str) -> Layout | None:
 def signature_to_wire(sig: Signature | None) -> dict[str, Any] | None:
     if sig is None:
         return None
-    out = dataclasses.asdict(sig)
-    del out["layout"]
+    out: dict[str, Any] = {  # by hand: dataclasses.asdict deep-copies every member
+        "format_version": sig.format_version,
+        "model": sig.model,
+        "n_layers": sig.n_layers,
+        "n_kv_heads": sig.n_kv_heads,
+        "head_dim": sig.head_dim,
+        "dtype": sig.dtype,
+        "tokens": sig.tokens,
+    }
     if sig.layout is not None:  # a version-2 signature (PROF-5); v1 has no layout member
         out["layout"] = layout_to_wire(sig.layout)
     return out
