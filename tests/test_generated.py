@@ -98,6 +98,42 @@ def test_correct_variants_raise_no_alarm(variant: object) -> None:
         driver.close()
 
 
+@pytest.mark.parametrize("variant_name", ["cache-heads-implied-validity", "fixed-schema-defaults"])
+def test_programs_stay_where_the_declaration_agrees_with_the_reference(variant_name: str) -> None:
+    """What a right engine may answer otherwise under its declaration is never drawn:
+    under ``plan_key_cache_heads: implied``, no three-valued validity over a cache of
+    other heads (PLAN-19); under ``plan_key_params: fixed``, no model or probe that
+    leaves out a field of its family's schema (PLAN-17, decision key-params)."""
+    import random
+
+    variant = next(v for v in all_variants() if v.name == variant_name)
+    info = variant.factory().describe()
+    scope = strategies.Scope.of(info)
+    drawn = 0
+    for index in range(400):
+        src = strategies.RandomSource(random.Random(f"drawn-region {index}"))
+        program = strategies.key_program(src, scope=scope, classes=frozenset(info.classes))
+        heads: dict[str, tuple[int, int]] = {}
+        baked: dict[str, tuple[int, int]] = {}
+        for op in program:
+            if isinstance(op, ops.CacheNew | ops.CacheNewPlaced):
+                heads[op.handle] = (op.geometry.n_kv_heads, op.geometry.head_dim)
+            elif isinstance(op, ops.SessionNew):
+                baked[op.handle] = heads[op.cache]
+            elif isinstance(op, ops.SessionValidity) and info.key_schema is None:
+                drawn += 1
+                assert heads[op.cache] == baked[op.session], program
+            spec = (
+                op.spec
+                if isinstance(op, ops.ModelNew)
+                else (op.identity.model if isinstance(op, ops.PlanKey) else None)
+            )
+            if spec is not None and info.key_schema is not None:
+                drawn += 1
+                assert strategies.fills_schema(spec, info.key_schema), spec
+    assert drawn > 50  # the rule was exercised, not vacuous
+
+
 # --- it finds misreadings, on its own ----------------------------------------------
 
 #: One mutant per property and kind of misreading; sig-tokens-as-a-float was a gap of

@@ -10,6 +10,7 @@ compile back to the same operations.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from kvconform.harness.scenario import load_scenario_file
 from kvconform.protocol import codec
 from kvconform.protocol import operations as ops
 from kvconform.protocol.driver import InProcessDriver
+from kvconform.values import AdapterInfo
 from tests.mutants import all_mutants
 from tests.mutants.corpus import ModelIdFromAddress, TruncateRemints
 
@@ -71,6 +73,36 @@ def test_truncate_remints_counterexample_round_trip(tmp_path: Path) -> None:
         or verb == "increasing"
         for verb, step in zip(verbs, scenario["steps"], strict=True)
     )
+
+
+class _TruncateRemintsDeclaringOptions(TruncateRemints):
+    """The truncate mutant, declaring two safe answers other than the defaults."""
+
+    def describe(self) -> AdapterInfo:
+        info = super().describe()
+        options = {**info.options, "clear_mints": "lazy", "hook_toggle": "remints_instance"}
+        return replace(info, options=options)
+
+
+def test_an_exported_counterexample_assumes_the_declared_options(tmp_path: Path) -> None:
+    """The program was drawn where the declaration agrees with the reference, so the file
+    assumes that declaration (CONF-6) and never judges another one; it replays on the
+    reference declaring the same (passes) and on the implementation (fails)."""
+    adapter = _TruncateRemintsDeclaringOptions()
+    result = run_property(
+        PROPERTIES_BY_ID["generated.key-state-machine"],
+        InProcessDriver(adapter),
+        examples=100,
+        seed=1,
+        shrink_seconds=1.0,
+        export_dir=tmp_path,
+    )
+    assert result.verdict == "failed" and result.exported is not None
+    assert "passes on the reference, fails on this implementation" in result.export_note
+    (scenario,) = yaml.safe_load(result.exported.read_text(encoding="utf-8"))["scenarios"]
+    assert scenario["options"] == {"clear_mints": "lazy", "hook_toggle": "remints_instance"}
+    (case,) = load_scenario_file(result.exported)
+    assert run_case(case, InProcessDriver(ReferenceAdapter())).verdict == "not_applicable"
 
 
 def test_address_keyed_models_counterexample_round_trip(tmp_path: Path) -> None:

@@ -15,6 +15,10 @@ seeds' semantics.
 - ``hook-remints``: toggling a hook mints a new instance id (ID-9).
 - ``cache-heads-implied``: the plan key leaves ``n_kv_heads`` and ``head_dim``
   to the allocation id (PLAN-15).
+- ``cache-heads-implied-validity``: the same, with the class ``plan_validity``: a
+  cache of other heads is ``allocation_changed`` (PLAN-19).
+- ``fixed-schema-defaults``: a fixed struct per family (PLAN-17): a left-out parameter
+  keys as its type's default, a left-out hook as detached.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from kvconform_reference import errors, kv_cache, model, plan
 from kvconform_reference.identity import KvAllocId, ModelInstanceId
 
 from kvconform.adapters.reference import ReferenceAdapter
-from kvconform.values import AdapterInfo, PlanIdentity, StepInputs
+from kvconform.values import AdapterInfo, ModelSpec, PlanIdentity, StepInputs
 
 from . import variant
 
@@ -238,3 +242,115 @@ class CacheHeadsImplied(ReferenceAdapter):
 
     def session_valid(self, session, m, cache, step: StepInputs) -> bool:  # type: ignore[no-untyped-def]
         return super().session_valid(session, m, cache, step)
+
+
+# --- PLAN-15 implied, with the class plan_validity (PLAN-19) --------------------------
+
+
+def _implied_structure(ident: plan.PlanIdentity) -> int:
+    """The structure a plan is judged ``stale`` on, with the heads left to the allocation."""
+    g = ident.geometry
+    return replace(ident, geometry=replace(g, n_kv_heads=1, head_dim=1)).key(with_alloc=False)
+
+
+class _ImpliedValidityPlan(plan.DecodePlan):
+    """A plan whose key and structure leave out the cache's heads: a cache that differs
+    from the baked one only in its heads (and so in its allocation id) is
+    ``allocation_changed``, not ``stale`` (PLAN-19: the heads are no component)."""
+
+    def __init__(self, m: model.Model, cache: kv_cache.KvCache, step_tokens: int = 1) -> None:
+        super().__init__(m, cache, step_tokens)
+        self.key = _implied_key(self._identity)
+        self._structure = _implied_structure(self._identity)
+
+    def is_valid_for(self, m: model.Model, cache: kv_cache.KvCache, step: plan.StepInputs) -> bool:
+        return _implied_key(plan.PlanIdentity.of(m, cache, len(step.token_ids))) == self.key
+
+    def validity_for(
+        self, m: model.Model, cache: kv_cache.KvCache, step: plan.StepInputs
+    ) -> plan.Validity:
+        current = plan.PlanIdentity.of(m, cache, len(step.token_ids))
+        if _implied_structure(current) != self._structure:
+            return "stale"
+        return "valid" if _implied_key(current) == self.key else "allocation_changed"
+
+    def rebind(self, cache: kv_cache.KvCache) -> None:
+        super().rebind(cache)
+        self.key = _implied_key(self._identity)
+
+
+@variant(
+    "cache-heads-implied-validity",
+    "plan_key_cache_heads: implied with the class plan_validity: a cache of other heads is "
+    "allocation_changed (PLAN-15, PLAN-19)",
+)
+class CacheHeadsImpliedValidity(CacheHeadsImplied):
+    classes = ReferenceAdapter.classes
+
+    def describe(self) -> AdapterInfo:
+        return _declaring(
+            ReferenceAdapter.describe(self),
+            "cache-heads-implied-validity",
+            plan_key_cache_heads="implied",
+        )
+
+    def session_new(self, m, cache, step_tokens):  # type: ignore[no-untyped-def]
+        return _ImpliedValidityPlan(m, cache, step_tokens)
+
+
+# --- PLAN-17 fixed, keying a left-out field as its default ----------------------------
+
+#: A plain per-family struct: every field always present, a left-out one at its default.
+_FIXED_FIELDS: dict[str, dict[str, str]] = {
+    "llama": {
+        "n_layers": "u64",
+        "n_heads": "u64",
+        "hidden": "u64",
+        "vocab": "u64",
+        "rms_norm_eps": "f64",
+        "mask_policy": "str",
+        "logit": "hook",
+        "sampler": "hook",
+    },
+    "qwen3": {
+        "n_layers": "u64",
+        "n_heads": "u64",
+        "rms_norm_eps": "f64",
+        "mask_policy": "str",
+        "sliding_window": "u64",
+        "mask_structure": "str",
+        "logit": "hook",
+    },
+}
+_DEFAULTS = {"u64": 0, "f64": 0.0, "str": ""}
+
+
+def _filled(spec: ModelSpec) -> ModelSpec:
+    """``spec`` with every field of its family: a left-out parameter at its type's default,
+    a left-out hook detached, as a struct with a field for each would hold it."""
+    fields = _FIXED_FIELDS[spec.family]
+    params = dict(spec.params)
+    hooks = dict(spec.hooks)
+    for name, kind in fields.items():
+        if kind == "hook":
+            hooks.setdefault(name, False)
+        else:
+            params.setdefault(name, _DEFAULTS[kind])
+    return replace(spec, params=tuple(sorted(params.items())), hooks=tuple(sorted(hooks.items())))
+
+
+@variant(
+    "fixed-schema-defaults",
+    "plan_key_params: fixed, a plain struct per family: a left-out parameter keys as its "
+    "type's default and a left-out hook as detached (PLAN-17, decision key-params)",
+)
+class FixedSchemaDefaults(ReferenceAdapter):
+    def describe(self) -> AdapterInfo:
+        info = _declaring(super().describe(), "fixed-schema-defaults", plan_key_params="fixed")
+        return replace(info, key_schema=_FIXED_FIELDS)
+
+    def model_new(self, spec: ModelSpec) -> model.Model:
+        return super().model_new(_filled(spec))
+
+    def plan_key(self, identity: PlanIdentity) -> int:
+        return super().plan_key(replace(identity, model=_filled(identity.model)))

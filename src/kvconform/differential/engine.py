@@ -203,6 +203,30 @@ def reference_driver() -> Driver:
     return InProcessDriver(ReferenceAdapter())
 
 
+class _DeclaringAs(ReferenceAdapter):
+    """The reference, declaring another implementation's options and capabilities.
+
+    Used only to replay an exported counterexample: its program was drawn where that
+    declaration and the reference's defaults give the same answers, so the reference's
+    behaviour is right under it, and the scenario (which assumes those options) must
+    apply and pass."""
+
+    def __init__(self, info: AdapterInfo) -> None:
+        super().__init__()
+        self._as = info
+
+    def describe(self) -> AdapterInfo:
+        mine, theirs = super().describe(), self._as
+        return replace(
+            mine,
+            options=dict(theirs.options),
+            key_schema=theirs.key_schema,
+            raw_fold=theirs.raw_fold,
+            dtypes=theirs.dtypes,
+            uint_bits=theirs.uint_bits,
+        )
+
+
 def execute(driver: Driver, program: Program) -> list[Outcome]:
     """Run ``program``; a program of hashes goes as one ``hash_batch`` where the driver has it."""
     if program and all(isinstance(op, ops.Hash) for op in program):
@@ -381,7 +405,7 @@ def run_property(
         prop, "failed", seed, examples, runs, seconds, counterexample=final, reason=note.strip()
     )
     if export_dir is not None:
-        result = export_counterexample(result, driver, export_dir, reference, label)
+        result = export_counterexample(result, driver, export_dir, label)
     return result
 
 
@@ -733,7 +757,6 @@ def export_counterexample(
     result: PropertyResult,
     driver: Driver,
     directory: Path,
-    reference: Driver | None = None,
     label: str | None = None,
 ) -> PropertyResult:
     """Write the counterexample as a scenario file and replay it on both sides."""
@@ -748,10 +771,12 @@ def export_counterexample(
         seed=result.seed,
         examples=result.examples,
         adapter=label or f"{driver.info.name} {driver.info.version}",
+        options=driver.info.options,
     )
     notes = []
     for case in load_scenario_file(path):
-        on_reference = run_case(case, reference or reference_driver())
+        # the reference under the implementation's declaration (the scenario assumes it)
+        on_reference = run_case(case, InProcessDriver(_DeclaringAs(driver.info)))
         on_adapter = run_case(case, driver)
         if on_reference.verdict != "passed":
             notes.append(f"WARNING: the reference does not pass it:\n{on_reference.report()}")

@@ -579,15 +579,20 @@ def schema_spec(src: Source, schema: Mapping[str, Mapping[str, str]]) -> ModelSp
         "f64": lambda: param_float(src),
         "str": lambda: any_text(src),
     }
-    params = {
-        name: values[kind]()
-        for name, kind in sorted(fields.items())
-        if kind != "hook" and flag(src)
-    }
-    hooks = {
-        name: flag(src) for name, kind in sorted(fields.items()) if kind == "hook" and flag(src)
-    }
+    # Every field of the family, always: an engine with a fixed schema holds each of them,
+    # so a model that left one out would be a question of policy (decision key-params).
+    params = {name: values[kind]() for name, kind in sorted(fields.items()) if kind != "hook"}
+    hooks = {name: flag(src) for name, kind in sorted(fields.items()) if kind == "hook"}
     return ModelSpec(family, tuple(params.items()), tuple(hooks.items()))
+
+
+def fills_schema(spec: ModelSpec, schema: Mapping[str, Mapping[str, str]]) -> bool:
+    """Whether ``spec`` gives every field its family has in ``schema`` (PLAN-17).
+
+    A probe that leaves a field out asks how a fixed-schema engine keys absence, which is
+    policy (decision key-params): such probes are not drawn."""
+    given = {name for name, _ in spec.params} | {name for name, _ in spec.hooks}
+    return set(schema.get(spec.family, {})) <= given
 
 
 def schema_specs(schema: Mapping[str, Mapping[str, str]]) -> st.SearchStrategy[ModelSpec]:
@@ -619,6 +624,8 @@ class _Session:
     model: str
     cache: str
     step_tokens: int
+    #: The ``n_kv_heads`` and ``head_dim`` of the cache the plan was built over.
+    heads: tuple[int, int] = (0, 0)
 
 
 @dataclass
@@ -783,14 +790,22 @@ class _KeyBuilder:
         model = session.model if own and session.model in self.models else None
         cache = session.cache if own and session.cache in self.caches else None
         step = step_inputs(self.src, session.step_tokens)
-        self.ops.append(
-            ops.SessionValidity(
-                session=name,
-                model=model or self.pick(self.models),
-                cache=cache or self.pick(self.caches),
-                step=step,
-            )
-        )
+        model = model or self.pick(self.models)
+        cache = cache or self.pick(self.caches)
+        if self.validity_is_policy(name, cache):
+            self.ops.append(ops.SessionValid(session=name, model=model, cache=cache, step=step))
+            return
+        self.ops.append(ops.SessionValidity(session=name, model=model, cache=cache, step=step))
+
+    def validity_is_policy(self, session: str, cache: str) -> bool:
+        """Whether the outcome of ``session`` over ``cache`` depends on a declared option:
+        under ``plan_key_cache_heads: implied`` a cache of other heads is
+        ``allocation_changed`` (the heads are no component, PLAN-15, PLAN-19), under the
+        reference's ``keyed`` it is ``stale``. The boolean validity agrees under both."""
+        if self.scope.vary_cache_heads:
+            return False
+        g = self.caches[cache].geometry
+        return (g.n_kv_heads, g.head_dim) != self.sessions[session].heads
 
     def step(self, rules: Sequence[Callable[[], None]]) -> bool:
         """Add one operation (``True``), or end the program (``False``).
@@ -940,7 +955,8 @@ class _KeyBuilder:
     def session_on(self, model: str, cache: str) -> str:
         name = self.fresh("s")
         step_tokens = self.src.integer(1, 3)
-        self.sessions[name] = _Session(model, cache, step_tokens)
+        g = self.caches[cache].geometry
+        self.sessions[name] = _Session(model, cache, step_tokens, (g.n_kv_heads, g.head_dim))
         self.ops.append(
             ops.SessionNew(handle=name, model=model, cache=cache, step_tokens=step_tokens)
         )
@@ -950,7 +966,11 @@ class _KeyBuilder:
         """Ask whether a held plan is valid; for an implementation of ``plan_validity``,
         half the time ask for its outcome instead (PLAN-19)."""
         step = step_inputs(self.src, self.sessions[session].step_tokens)
-        if "plan_validity" in self.classes and flag(self.src):
+        if (
+            "plan_validity" in self.classes
+            and flag(self.src)
+            and not self.validity_is_policy(session, cache)
+        ):
             self.ops.append(
                 ops.SessionValidity(session=session, model=model, cache=cache, step=step)
             )
@@ -1110,7 +1130,10 @@ class _KeyBuilder:
             identity = dataclasses.replace(
                 identity, geometry=dataclasses.replace(identity.geometry, n_kv_heads=1, head_dim=1)
             )
-        if scope.key_schema is not None and outside_schema(identity.model, scope.key_schema, ""):
+        if scope.key_schema is not None and (
+            outside_schema(identity.model, scope.key_schema, "")
+            or not fills_schema(identity.model, scope.key_schema)
+        ):
             return
         self.keys.append(identity)
         self.ops.append(ops.PlanKey(identity=identity))

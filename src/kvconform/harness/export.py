@@ -38,6 +38,7 @@ from kvconform.protocol import operations as ops
 from kvconform.protocol.codec import geometry_to_wire
 from kvconform.values import (
     OPTION_DECISIONS,
+    OPTIONS,
     Fault,
     LayerDesc,
     MixOp,
@@ -128,8 +129,14 @@ def scenario_document(
     seed: int | None = None,
     examples: int | None = None,
     adapter: str = "the implementation",
+    options: Mapping[str, str] | None = None,
 ) -> Exported:
-    """The scenario file that replays ``cx`` and expects the reference's answers."""
+    """The scenario file that replays ``cx`` and expects the reference's answers.
+
+    ``options`` are the implementation's declared answers: the program was drawn where
+    they agree with the reference's, so the scenario assumes the ones that differ from
+    the defaults (CONF-6), and never judges another declaration by them.
+    """
     builder = _Steps()
     step_of: dict[int, int] = {}
     for index, (op, outcome) in enumerate(zip(cx.program, cx.expected, strict=True)):
@@ -174,6 +181,7 @@ def scenario_document(
         # on states one of this specification's decisions (CONF-8).
         "basis": _FlowList(decisions) if decisions else "seed",
         "requires": _FlowList(requires),
+        **({"options": assumed} if (assumed := _assumed_options(options)) else {}),
         "why": why,
         "steps": builder.steps,
     }
@@ -185,6 +193,17 @@ def scenario_document(
         "scenarios": [scenario],
     }
     return Exported(document, scenario_id, area, step)
+
+
+def _assumed_options(options: Mapping[str, str] | None) -> dict[str, str]:
+    """The declared option values a scenario file can assume: those other than the default,
+    but ``replace_layer_order``, which a scenario never assumes (a refusal's field is
+    re-expressed under the declared order instead, conformance/INTERPRETING.md §6.2)."""
+    return {
+        name: value
+        for name, value in sorted((options or {}).items())
+        if name in OPTIONS and name != "replace_layer_order" and value != OPTIONS[name].default
+    }
 
 
 def dump(exported: Exported, header: str = "") -> str:
@@ -208,9 +227,12 @@ def write_counterexample(
     seed: int | None = None,
     examples: int | None = None,
     adapter: str = "the implementation",
+    options: Mapping[str, str] | None = None,
 ) -> Path:
     """Write ``cx`` as ``DIRECTORY/<scenario id>.yaml``; return the path."""
-    exported = scenario_document(cx, seed=seed, examples=examples, adapter=adapter)
+    exported = scenario_document(
+        cx, seed=seed, examples=examples, adapter=adapter, options=options
+    )
     reproduce = (
         f"kvconform run --generated {examples} --seed {seed} --id {cx.property_id}"
         if seed is not None and examples is not None
