@@ -56,3 +56,14 @@ def test_the_explain_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["explain", "PLAN-99"]) == cli.EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "'PLAN-99' is neither a case id nor a requirement id" in err
+
+
+@pytest.mark.parametrize(
+    "property_id", ["generated.key-state-machine", "generated.hash", "generated.verify"]
+)
+def test_a_generated_check_explains_itself(property_id: str) -> None:
+    """A failing generated check names its id; explaining that id must work (a stranger
+    followed the report's advice and got 'neither a case id nor a requirement id')."""
+    text = explain.explain(property_id)
+    assert text.startswith(f"generated {property_id}: ")
+    assert "CONF-4" in text and f"--generated 200 --id {property_id}" in text

@@ -464,6 +464,8 @@ def test_faults_of_python_adapters_keep_their_message() -> None:
         ({"option": {"clear_mints": "eager"}}, "unknown member 'option'"),
         ({"\x1b[2J" + "b" * 100_000: 1}, "unknown member"),
         ({"format": {"writes": None, "reads": [], "write": 1}}, "format: unknown member 'write'"),
+        ({"classes": ["hash", "hash"]}, "hash listed more than once"),
+        ({"format": {"writes": None, "reads": [1, 1]}}, "listed more than once"),
     ],
 )
 def test_a_bad_declaration_in_hello_is_one_clipped_line(extra: dict, fragment: str) -> None:

@@ -50,6 +50,10 @@ def explain(identifier: str, cases: Sequence[Case] | None = None) -> str:
     by_id = {case.id: case for case in cases}
     if identifier in by_id:
         return explain_case(by_id[identifier])
+    from kvconform.differential import PROPERTY_IDS
+
+    if identifier in PROPERTY_IDS:
+        return explain_generated(identifier)
     close = sorted(i for i in (*by_id, *requirements) if identifier.lower() in i.lower())[:5]
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise UnknownId(f"{identifier!r} is neither a case id nor a requirement id{hint}")
@@ -119,6 +123,36 @@ def explain_case(case: Case) -> str:
         "Run just this case:",
         f'  kvconform run --id {case.id} --adapter-cmd "<your adapter command>"',
         f"  kvconform run --id {case.id}            # against the built-in reference",
+    ]
+    return "\n".join(lines)
+
+
+def explain_generated(property_id: str) -> str:
+    """A generated differential check (``kvconform run --generated N``): what it draws,
+    what it compares, and how to run and reproduce it."""
+    try:
+        from kvconform.differential.engine import PROPERTIES_BY_ID
+    except ImportError:
+        return (
+            f"generated {property_id}: a generated differential check; explaining it, like "
+            "running it, needs the 'generated' extra (pip install 'kvconform[generated]')"
+        )
+    case = PROPERTIES_BY_ID[property_id].case
+    lines = [
+        f"generated {case.id}: {case.title}",
+        f"  class:    {case.cls}",
+        "  basis:    the reference's answers, judged by CONF-4 (ids and keys by relation, "
+        "errors by kind, field, layer and values); programs are drawn only where your "
+        "declared options and capabilities agree with the reference's defaults",
+        "",
+        "Why: " + _wrap(case.why),
+        "",
+        "Requirements it bears on: " + ", ".join(case.requires),
+        "",
+        "Run it (N programs, from a seed; the default seed is the suite version's):",
+        f'  kvconform run --generated 200 --id {case.id} --adapter-cmd "<your adapter command>"',
+        f"  kvconform run --generated 200 --seed S --id {case.id} ...   # reproduce a run",
+        "  ... --export-counterexamples DIR   # a disagreement, shrunk, as a scenario file",
     ]
     return "\n".join(lines)
 

@@ -719,6 +719,9 @@ def info_from_wire(raw: object) -> AdapterInfo:
     classes = raw.get("classes")
     if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
         raise WireError("hello result.classes: expected a list of class names")
+    twice = sorted({c for c in classes if classes.count(c) > 1})
+    if twice:
+        raise WireError(f"hello result.classes: {', '.join(twice)} listed more than once")
     unknown = sorted(set(classes) - set(CLASSES))
     if unknown:
         raise WireError(
@@ -742,6 +745,8 @@ def info_from_wire(raw: object) -> AdapterInfo:
         isinstance(v, int) and not isinstance(v, bool) for v in reads
     ):
         raise WireError("hello result.format.reads: expected a list of integers")
+    if len(set(reads)) != len(reads):
+        raise WireError("hello result.format.reads: a version listed more than once")
     options = raw.get("options", {})
     if not isinstance(options, Mapping) or not all(isinstance(v, str) for v in options.values()):
         raise WireError("hello result.options: expected an object of option names to strings")
