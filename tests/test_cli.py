@@ -90,6 +90,17 @@ def test_a_run_that_judges_nothing_has_no_verdict() -> None:
     assert status == cli.EXIT_OK and "CONFORMANT" in out
 
 
+def test_requirements_left_unjudged_are_named() -> None:
+    """A conformant verdict says which requirements no applicable case judged."""
+    status, out, _ = run(
+        "run", "--id", "hash.*", "--id", "alloc.rewind.*", "--quiet",
+        "--adapter", "tests.fixtures.hash_only_adapter:HashOnly",
+    )  # fmt: skip
+    assert status == cli.EXIT_OK
+    line = next(x for x in out.splitlines() if x.startswith("not judged:"))
+    assert "ALLOC-5" in line and "HASH-" not in line
+
+
 def test_an_adapter_whose_factory_fails_exits_3() -> None:
     status, _, err = run("run", "--adapter", "tests.test_cli:broken_factory")
     assert status == cli.EXIT_ADAPTER

@@ -908,6 +908,17 @@ def _print_summary(
         out.write("\nnot applicable:\n")
         for reason, n in reasons.most_common():
             out.write(f"  {n:>4}  {reason}\n")
+    unjudged = [
+        req for req, v in report["requirements"].items() if v["verdict"] == "not_applicable"
+    ]
+    if unjudged and (s["passed"] or s["failed"]):
+        shown = ", ".join(unjudged[:24]) + (
+            f" and {len(unjudged) - 24} more" if len(unjudged) > 24 else ""
+        )
+        out.write(
+            f"\nnot judged: {len(unjudged)} requirement(s) whose every selected case was not "
+            f"applicable to this declaration (the verdict says nothing of them): {shown}\n"
+        )
     incidents = report["adapter"].get("incidents", [])
     if incidents:
         out.write("\nadapter incidents (against the protocol; not part of the verdict):\n")

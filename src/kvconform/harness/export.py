@@ -230,9 +230,7 @@ def write_counterexample(
     options: Mapping[str, str] | None = None,
 ) -> Path:
     """Write ``cx`` as ``DIRECTORY/<scenario id>.yaml``; return the path."""
-    exported = scenario_document(
-        cx, seed=seed, examples=examples, adapter=adapter, options=options
-    )
+    exported = scenario_document(cx, seed=seed, examples=examples, adapter=adapter, options=options)
     reproduce = (
         f"kvconform run --generated {examples} --seed {seed} --id {cx.property_id}"
         if seed is not None and examples is not None
