@@ -12,6 +12,7 @@ from kvconform.adapters.reference import ReferenceAdapter
 from kvconform.harness import suite
 from kvconform.harness.checks import ErrorIs
 from kvconform.harness.runner import run_cases
+from kvconform.protocol import operations as ops
 from kvconform.protocol.driver import InProcessDriver
 from kvconform.values import CLASS_REQUIRES, CLASSES, AdapterInfo, Fault, Refused
 from tests.fixtures.hash_only_adapter import HashOnly
@@ -194,3 +195,44 @@ def test_a_wrong_error_reads_as_the_expected_kind_field_layer_and_values(fault: 
     expected, actual, _ = verdict
     assert expected == "error ragged_payload (field=seq_len, layer=1, expected=4, found=7)"
     assert actual.startswith(f"error {fault.kind} (field={fault.field}")
+
+
+#: A narrow fixed schema: no parameter any scenario names, two hooks.
+_NARROW = {"gpt": {"layers": "u64", "a": "hook", "b": "hook"}}
+
+
+def _narrow(adapter: ReferenceAdapter) -> ReferenceAdapter:
+    base = type(adapter).describe
+
+    def describe(self: ReferenceAdapter) -> AdapterInfo:
+        info = base(self)
+        options = {**info.options, "plan_key_params": "fixed"}
+        return replace(info, options=options, key_schema=_NARROW)
+
+    return type(f"Narrow{type(adapter).__name__}", (type(adapter),), {"describe": describe})()
+
+
+@pytest.mark.covers("PLAN-17", "CONF-7")
+def test_identity_cases_are_rewritten_into_a_fixed_schema_not_skipped() -> None:
+    """A fixed schema that names none of the scenarios' parameters still gets every
+    identity case: they check instance ids, which no parameter value changes, so their
+    models are rewritten into the schema (alike stay alike, distinct stay distinct,
+    hooks renamed) instead of being not applicable (a trial found 9 of 14 skipped)."""
+    identity_cases = [c for c in suite.all_cases() if c.cls == "identity"]
+    results = run_cases(identity_cases, InProcessDriver(_narrow(ReferenceAdapter())))
+    assert not [r.report() for r in results if r.verdict == "failed"]
+    assert not [r.reason for r in results if "PLAN-17" in r.reason]
+    rewritten = [c for c in identity_cases if any(isinstance(op, ops.ModelNew) for op in c.program)]
+    assert len(rewritten) >= 9
+    from tests.mutants.corpus import ModelIdFromAddress
+
+    caught = run_cases(rewritten, InProcessDriver(_narrow(ModelIdFromAddress())))
+    assert any(r.verdict == "failed" for r in caught), "a recycled instance id still fails"
+
+
+def test_key_cases_stay_outside_a_fixed_schema_they_cannot_be_written_in() -> None:
+    """Plan and key cases are not rewritten (their parameters are what they check)."""
+    plan_cases = [c for c in suite.all_cases() if c.id.startswith("plan.key-probe.")]
+    results = run_cases(plan_cases, InProcessDriver(_narrow(ReferenceAdapter())))
+    assert all(r.verdict == "not_applicable" for r in results)
+    assert all("PLAN-17" in r.reason or "plan_key_params: named" in r.reason for r in results)

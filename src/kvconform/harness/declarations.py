@@ -26,7 +26,7 @@ from dataclasses import replace
 from kvconform.harness.checks import ErrorIs, OutcomeCheck, ShapeMismatchIs
 from kvconform.harness.scenario import Case
 from kvconform.protocol import operations as ops
-from kvconform.values import AdapterInfo, MixOp, ModelSpec
+from kvconform.values import AdapterInfo, MixOp, ModelSpec, Param
 
 #: Above this many u64 mixes a raw-bytes program is not re-expressed (a 1 MiB
 #: fold would become 131,072 mixes); the case is then not applicable instead.
@@ -53,7 +53,7 @@ def capability_missing(case: Case, info: AdapterInfo) -> str | None:
         spec = _model_spec(op)
         if spec is not None and info.key_schema is not None:
             reason = outside_schema(spec, info.key_schema, info.name)
-            if reason:
+            if reason and schema_models(case, info.key_schema) is None:
                 return reason
         if (
             isinstance(op, ops.Verify)
@@ -95,6 +95,14 @@ def adapt(case: Case, info: AdapterInfo) -> Case:
     program = list(case.program)
     checks = list(case.checks)
     changed = False
+    if info.key_schema is not None:
+        models = schema_models(case, info.key_schema)
+        if models is not None and any(
+            (spec := _model_spec(op)) is not None and outside_schema(spec, info.key_schema, "")
+            for op in program
+        ):
+            program = [_in_schema(op, *models) for op in program]
+            changed = True
     for index, op in enumerate(program):
         if isinstance(op, ops.Hash) and not info.raw_fold:
             mixes = _reexpressed(op.program)
@@ -171,6 +179,72 @@ def _type_of(value: object) -> str:
     if isinstance(value, str):
         return "str"
     return "f64" if isinstance(value, float) else "u64"
+
+
+#: The values a re-expressed model's fields hold (the distinguishing field aside).
+_PLAIN: dict[str, Param] = {"u64": 1, "f64": 1.0, "str": "x"}
+
+
+def schema_models(
+    case: Case, schema: Mapping[str, Mapping[str, str]]
+) -> tuple[dict[ModelSpec, ModelSpec], dict[str, str]] | None:
+    """For an ``identity`` case, its models written within a fixed ``schema``, or ``None``.
+
+    Such a case checks instance ids only (ID group): which models are alike and which
+    hooks they toggle matters, never what their parameters are. So each distinct model
+    becomes a model of one family of the schema with every field given: the same
+    plain values, but one field that tells the models apart (1, 2, ... in program
+    order); and each hook name the case uses becomes one of that family's hooks, in
+    sorted order (CONF-7: the check is the same). ``None`` when the case is of another
+    class, asks for a key, or the schema has no family with enough hooks and a field to
+    tell its models apart (the case is then not applicable, PLAN-17). Returns the new
+    model per original one, and the new hook name per original one.
+    """
+    if case.cls != "identity" or any(
+        isinstance(op, ops.PlanKey | ops.SessionNew) for op in case.program
+    ):
+        return None
+    specs = list(dict.fromkeys(op.spec for op in case.program if isinstance(op, ops.ModelNew)))
+    hooks = sorted(
+        {h for spec in specs for h, _ in spec.hooks}
+        | {op.hook for op in case.program if isinstance(op, ops.ModelSetHook)}
+    )
+    for family in sorted(schema):
+        fields = sorted(schema[family].items())
+        family_hooks = [name for name, kind in fields if kind == "hook"]
+        params = [(name, kind) for name, kind in fields if kind != "hook"]
+        if len(family_hooks) < len(hooks) or (len(specs) > 1 and not params):
+            continue
+        renamed = dict(zip(hooks, family_hooks, strict=False))
+        models = {}
+        for number, spec in enumerate(specs, 1):
+            values: dict[str, Param] = {name: _PLAIN[kind] for name, kind in params}
+            if params:
+                name, kind = params[0]
+                distinct: dict[str, Param] = {
+                    "u64": number,
+                    "f64": float(number),
+                    "str": f"m{number}",
+                }
+                values[name] = distinct[kind]
+            present = {renamed[h]: p for h, p in spec.hooks}
+            models[spec] = ModelSpec(
+                family,
+                tuple(values.items()),
+                tuple((h, present.get(h, False)) for h in family_hooks),
+            )
+        return models, renamed
+    return None
+
+
+def _in_schema(
+    op: ops.Op, models: Mapping[ModelSpec, ModelSpec], hooks: Mapping[str, str]
+) -> ops.Op:
+    if isinstance(op, ops.ModelNew):
+        return replace(op, spec=models[op.spec])
+    if isinstance(op, ops.ModelSetHook):
+        return replace(op, hook=hooks[op.hook])
+    return op
 
 
 def outside_schema(
