@@ -173,6 +173,30 @@ def run_cases(cases: Iterable[Case], driver: Driver, *, trace: bool = False) -> 
     return [run_case(case, driver, trace=trace) for case in cases]
 
 
+#: Why a failed case failed, in the order a person should read them (CONF-8 sorts the
+#: wrong answers by basis into safety and policy; the other two are neither).
+CAUSES = ("answer", "message", "adapter")
+_CAUSE_TEXT = {
+    "message": "only the error's message wording (ERR-6); its kind, field and values were right",
+    "adapter": "the adapter broke instead of answering: no answer was judged",
+}
+
+
+def cause_of(failures: Sequence[Failure]) -> str:
+    """``adapter`` if the adapter broke on a step, ``message`` if every failed check is an
+    error's message (ERR-6), else ``answer``: a wrong answer."""
+    if any(f.broken for f in failures):
+        return "adapter"
+    if failures and all(f.requires == ("ERR-6",) for f in failures):
+        return "message"
+    return "answer"
+
+
+def _hanging(text: str) -> str:
+    """``text`` with its later lines indented under the first (a label is 12 wide)."""
+    return text.replace("\n", "\n" + " " * 12)
+
+
 def render_failure(case: Case, failures: tuple[Failure, ...], reason: str = "") -> str:
     if reason:
         return f"{case.id}: not applicable: {reason}"
@@ -182,13 +206,16 @@ def render_failure(case: Case, failures: tuple[Failure, ...], reason: str = "") 
     requires = ", ".join(dict.fromkeys((*case.requires, *first.requires)))
     lines = [
         f"{case.kind} {case.id} failed at {first.where}",
-        f"  expected: {first.expected}",
-        f"  actual:   {first.actual}",
+        f"  expected: {_hanging(first.expected)}",
+        f"  actual:   {_hanging(first.actual)}",
         f"  requires: {requires}",
         *(f"    {req}: {requirement_summary(req)}" for req in requires.split(", ")),
         f"  basis:    {_basis(case)}",
         f"  why:      {case.why}",
     ]
+    cause = cause_of(failures)
+    if cause != "answer":
+        lines.insert(-2, f"  cause:    {_CAUSE_TEXT[cause]}")
     if case.incident:
         lines.append(f"  incident: {case.incident}")
     if first.detail:

@@ -10,7 +10,8 @@ from typing import Any
 
 import kvconform
 from kvconform.harness import suite
-from kvconform.harness.runner import CaseResult
+from kvconform.harness.runner import CAUSES, CaseResult
+from kvconform.harness.runner import cause_of as failure_cause
 from kvconform.harness.yamlsource import Document, validate
 from kvconform.reports.files import write_atomic
 from kvconform.values import OPTIONS, AdapterInfo
@@ -92,20 +93,9 @@ def _result(result: CaseResult, file_names: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-#: Why a failed case failed, in the order a person should read them: a wrong answer,
-#: an error whose only fault is its message's wording (ERR-6), an adapter that broke.
-CAUSES = ("answer", "message", "adapter")
-
-
 def cause_of(result: CaseResult) -> str:
-    """``adapter`` if the adapter broke on a step, ``message`` if every failed check is
-    an error's message (ERR-6), else ``answer``: a wrong answer (CONF-8 sorts those by
-    basis into safety and policy; the other two are neither)."""
-    if any(f.broken for f in result.failures):
-        return "adapter"
-    if result.failures and all(f.requires == ("ERR-6",) for f in result.failures):
-        return "message"
-    return "answer"
+    """Why a failed case failed: ``answer``, ``message`` or ``adapter`` (:data:`CAUSES`)."""
+    return failure_cause(result.failures)
 
 
 def not_answers(summary: Mapping[str, Any]) -> list[str]:
