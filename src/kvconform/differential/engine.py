@@ -86,6 +86,9 @@ class Property:
     #: path :func:`run_property` takes, with its own shrinker. Without one, the
     #: property runs through Hypothesis (``programs``).
     writer: Callable[[AdapterInfo], strategies.Writer[Program]] | None = None
+    #: The reference to compare with for an implementation, when the shared default one
+    #: (profile v1, every option at its default) would answer otherwise; else ``None``.
+    reference_for: Callable[[AdapterInfo], Driver | None] | None = None
 
     @property
     def case(self) -> Case:
@@ -110,15 +113,42 @@ def _without(info: AdapterInfo, cls: str) -> str | None:
 
 
 def _verify_not_applicable(info: AdapterInfo) -> str | None:
+    """The blocks are of version 1 (they carry no layout): a reader of 1 is judged on
+    verifying them, and a writer of 1 on measuring and stamping them too (CONF-11)."""
     missing = _without(info, "signature")
     if missing:
         return missing
-    if info.format_writes != 1 or set(info.format_reads) != {1}:
+    if 1 not in info.format_reads:
         return (
-            f"compared with the reference's format profile v1; {info.name} writes "
-            f"v{info.format_writes} and reads {sorted(info.format_reads)}"
+            f"draws version-1 blocks; {info.name} writes v{info.format_writes} and reads "
+            f"{sorted(info.format_reads)}"
         )
+    if info.format_writes != 1 and "verify" not in info.classes:
+        return f"draws version-1 blocks to measure; {info.name} writes v{info.format_writes}"
     return None
+
+
+def _verifies(info: AdapterInfo) -> bool:
+    return "verify" in info.classes
+
+
+def _measures(info: AdapterInfo) -> bool:
+    """Measure and stamp only for a writer of 1: the blocks drawn are of version 1."""
+    return "signature" in info.classes and info.format_writes == 1
+
+
+def _reference_declaring_format(info: AdapterInfo) -> Driver | None:
+    """The reference with the implementation's format declaration and v2 revision
+    (PROF-3, PROF-11, PROF-12), when it is not the default profile v1."""
+    if info.format_writes == 1 and set(info.format_reads) == {1}:
+        return None
+    return InProcessDriver(
+        ReferenceAdapter(
+            writes=info.format_writes or 1,
+            reads=tuple(sorted(info.format_reads)),
+            revision=info.option("profile_v2_revision"),
+        )
+    )
 
 
 PROPERTIES: tuple[Property, ...] = (
@@ -167,14 +197,13 @@ PROPERTIES: tuple[Property, ...] = (
         "catches a check run out of order or a field compared wrongly.",
         not_applicable=_verify_not_applicable,
         programs=lambda info: strategies.block_programs(
-            verify="verify" in info.classes,
-            signature="signature" in info.classes,
-            scope=strategies.Scope.of(info),
+            verify=_verifies(info), signature=_measures(info), scope=strategies.Scope.of(info)
         ),
+        reference_for=_reference_declaring_format,
         writer=lambda info: functools.partial(
             strategies.block_program,
-            verify="verify" in info.classes,
-            signature="signature" in info.classes,
+            verify=_verifies(info),
+            signature=_measures(info),
             scope=strategies.Scope.of(info),
         ),
     ),
@@ -354,7 +383,8 @@ def run_property(
         return PropertyResult(prop, "not_applicable", seed, examples, reason=reason)
     if shrink_seconds is None:
         shrink_seconds = SHRINK_SECONDS
-    reference = reference or reference_driver()
+    matching = prop.reference_for(driver.info) if prop.reference_for is not None else None
+    reference = matching or reference or reference_driver()
     judge = _Judge(prop, reference, driver, on_run)
     start = time.perf_counter()
     note = ""

@@ -553,6 +553,10 @@ class Scope:
     raw_bytes: bool = True
     #: Block counts above this are not generated for a reader with narrower counts.
     uint_max: int = U64_MAX
+    #: The format versions the implementation reads: a stamp or an expectation of a
+    #: version it reads other than 1 is never drawn (a version-2 signature without a
+    #: layout is a question no requirement settles).
+    reads: frozenset[int] = frozenset({1})
 
     @classmethod
     def of(cls, info: AdapterInfo) -> Scope:
@@ -567,6 +571,7 @@ class Scope:
             dtypes=DTYPES if info.dtypes is None else tuple(d for d in DTYPES if d in info.dtypes),
             raw_bytes=info.raw_fold,
             uint_max=(1 << info.uint_bits) - 1,
+            reads=frozenset(info.format_reads),
         )
 
 
@@ -1671,9 +1676,34 @@ def block_program(
         return None
 
     program = tuple(op for op in items(src, one, 6, min_size=1, mean_extra=3) if op is not None)
-    if scope is None or scope.dtypes == DTYPES:
+    if scope is None:
+        return program
+    if scope.reads != {1}:
+        program = _versions_within(program, scope.reads)
+    if scope.dtypes == DTYPES:
         return program
     return _expectations_within(program, scope.dtypes)
+
+
+def _versions_within(program: Program, reads: frozenset[int]) -> Program:
+    """Every lie about the version that a reader of ``reads`` would read as a version
+    other than 1 becomes version 99: still unreadable, never a layout-less v2 block."""
+
+    def plain(sig: Signature) -> Signature:
+        if sig.format_version == 1 or sig.format_version not in reads:
+            return sig
+        return dataclasses.replace(sig, format_version=99)
+
+    return tuple(
+        dataclasses.replace(
+            op,
+            recorded=None if op.recorded is None else plain(op.recorded),
+            expected=plain(op.expected),
+        )
+        if isinstance(op, ops.Verify)
+        else op
+        for op in program
+    )
 
 
 def block_programs(
