@@ -29,9 +29,11 @@ Three properties (:data:`.engine.PROPERTIES`):
     mid-sequence, long repeated bytes); over stdio they travel in one
     ``hash_batch`` request.
 ``generated.verify``
-    coherent version-1 blocks with random faults in the payload, the stamp and the
-    expectation, verified (by any reader of 1, compared with the reference reading
-    the same set under the same v2 revision), measured and stamped (by a writer of 1).
+    coherent blocks with random faults in the payload, the stamp and the
+    expectation (under version 2 their layouts too, and split V widths): blocks of
+    each version the implementation reads verified, blocks of the version it writes
+    measured and stamped, compared with the reference declaring the same format
+    profile and v2 revision.
 
 A disagreement is shrunk (its recorded choices edited and replayed, then its
 operations deleted one at a time) and can be written out as a ready-to-commit

@@ -113,19 +113,10 @@ def _without(info: AdapterInfo, cls: str) -> str | None:
 
 
 def _verify_not_applicable(info: AdapterInfo) -> str | None:
-    """The blocks are of version 1 (they carry no layout): a reader of 1 is judged on
-    verifying them, and a writer of 1 on measuring and stamping them too (CONF-11)."""
-    missing = _without(info, "signature")
-    if missing:
-        return missing
-    if 1 not in info.format_reads:
-        return (
-            f"draws version-1 blocks; {info.name} writes v{info.format_writes} and reads "
-            f"{sorted(info.format_reads)}"
-        )
-    if info.format_writes != 1 and "verify" not in info.classes:
-        return f"draws version-1 blocks to measure; {info.name} writes v{info.format_writes}"
-    return None
+    """Blocks of the versions the implementation reads are verified, blocks of the one it
+    writes measured and stamped (PROF-3, PROF-12), against the reference declaring the
+    same (:func:`_reference_declaring_format`)."""
+    return _without(info, "signature")
 
 
 def _verifies(info: AdapterInfo) -> bool:
@@ -133,8 +124,7 @@ def _verifies(info: AdapterInfo) -> bool:
 
 
 def _measures(info: AdapterInfo) -> bool:
-    """Measure and stamp only for a writer of 1: the blocks drawn are of version 1."""
-    return "signature" in info.classes and info.format_writes == 1
+    return "signature" in info.classes
 
 
 def _reference_declaring_format(info: AdapterInfo) -> Driver | None:
