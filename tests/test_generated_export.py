@@ -145,6 +145,49 @@ def test_every_kind_of_counterexample_round_trips(name: str, prop_id: str, tmp_p
     assert _replays(result.exported, factory()) == ("passed", "failed")
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "prof-zero-window-is-full-causal",
+        "prof-split-width-measured-with-k-width",
+        "prof-rolling-reader-measures-all-under-v2",
+    ],
+)
+def test_a_version_2_counterexample_round_trips(name: str, tmp_path: Path) -> None:
+    """A block program of profile v2 exports with its layouts, split widths and format
+    declaration, and replays on the reference declaring that format (passes) and on the
+    implementation (fails); on a reader of v1 alone it is not applicable."""
+    if name not in MUTANTS:
+        pytest.skip(f"the corpus has no mutant {name!r} any more")
+    factory = MUTANTS[name].factory
+    info = factory().describe()
+    result = run_property(
+        PROPERTIES_BY_ID["generated.verify"],
+        InProcessDriver(factory()),
+        examples=200,
+        seed=0,
+        shrink_seconds=1.0,
+        export_dir=tmp_path,
+        label=name,
+    )
+    assert result.verdict == "failed" and result.exported is not None
+    assert "passes on the reference, fails on this implementation" in result.export_note
+    (scenario,) = yaml.safe_load(result.exported.read_text(encoding="utf-8"))["scenarios"]
+    assert scenario["format"] == {
+        "writes": info.format_writes,
+        "reads": sorted(info.format_reads),
+    }
+    (case,) = load_scenario_file(result.exported)
+    same_format = ReferenceAdapter(
+        writes=info.format_writes or 1,
+        reads=tuple(sorted(info.format_reads)),
+        revision=info.option("profile_v2_revision"),
+    )
+    assert run_case(case, InProcessDriver(same_format)).verdict == "passed"
+    assert run_case(case, InProcessDriver(factory())).verdict == "failed"
+    assert run_case(case, InProcessDriver(ReferenceAdapter())).verdict == "not_applicable"
+
+
 # --- any program survives the trip --------------------------------------------------
 
 _ID_READS = (ops.ModelInstanceId, ops.CacheAllocId)
@@ -155,17 +198,28 @@ def _wire(program: tuple[ops.Op, ...] | list[ops.Op]) -> str:
     return json.dumps([codec.to_wire(op) for op in program if not isinstance(op, _ID_READS)])
 
 
-def _round_trip(program: tuple[ops.Op, ...], directory: Path) -> None:
-    expected = tuple(InProcessDriver(ReferenceAdapter()).run(program))
+def _round_trip(
+    program: tuple[ops.Op, ...], directory: Path, reference: ReferenceAdapter | None = None
+) -> None:
+    reference = reference or ReferenceAdapter()
+    info = reference.describe()
+    expected = tuple(InProcessDriver(reference).run(program))
     cx = Counterexample(
         "generated.test", program, expected, expected, Mismatch(len(program) - 1, "x", "y", ())
     )
-    path = export.write_counterexample(cx, directory, seed=0, examples=1)
+    path = export.write_counterexample(
+        cx,
+        directory,
+        seed=0,
+        examples=1,
+        options=info.options,
+        block_format=(info.format_writes or 1, tuple(info.format_reads)),
+    )
     (case,) = load_scenario_file(path)
     assert _wire(case.program) == _wire(program), path.read_text(encoding="utf-8")
     reads = [op for op in case.program if isinstance(op, _ID_READS)]
     assert len(reads) >= sum(isinstance(op, _ID_READS) for op in program)
-    verdict = run_case(case, InProcessDriver(ReferenceAdapter()))
+    verdict = run_case(case, InProcessDriver(reference))
     assert verdict.verdict == "passed", verdict.report() + "\n" + path.read_text(encoding="utf-8")
     path.unlink()
 
@@ -179,25 +233,40 @@ _quick = settings(
 )
 
 
+def _v2_blocks(writes: int, reads: set[int]) -> st.SearchStrategy[tuple[ops.Op, ...]]:
+    scope = strategies.Scope(reads=frozenset(reads), writes=writes)
+    return strategies.block_programs(scope=scope)
+
+
 @pytest.mark.parametrize(
-    "programs",
+    "programs, reference",
     [
-        strategies.key_programs(plan=True, max_ops=30),
-        strategies.key_programs(
-            plan=True, max_ops=30, classes=frozenset({"identity", "plan", "plan_validity"})
+        (strategies.key_programs(plan=True, max_ops=30), None),
+        (
+            strategies.key_programs(
+                plan=True, max_ops=30, classes=frozenset({"identity", "plan", "plan_validity"})
+            ),
+            None,
         ),
-        strategies.hash_programs(max_programs=3),
-        strategies.block_programs(),
+        (strategies.hash_programs(max_programs=3), None),
+        (strategies.block_programs(), None),
+        (_v2_blocks(2, {2}), ReferenceAdapter(writes=2)),
+        (
+            _v2_blocks(2, {1, 2}),
+            ReferenceAdapter(writes=2, reads=(1, 2), revision="layout_only"),
+        ),
     ],
-    ids=["key", "key-plan-validity", "hash", "blocks"],
+    ids=["key", "key-plan-validity", "hash", "blocks", "blocks-v2", "blocks-rolling-layout-only"],
 )
 def test_any_generated_program_exports_and_compiles_back(
-    programs: st.SearchStrategy[tuple[ops.Op, ...]], tmp_path: Path
+    programs: st.SearchStrategy[tuple[ops.Op, ...]],
+    reference: ReferenceAdapter | None,
+    tmp_path: Path,
 ) -> None:
     @_quick
     @given(programs)
     def trip(program: tuple[ops.Op, ...]) -> None:
-        _round_trip(program, tmp_path)
+        _round_trip(program, tmp_path, reference)
 
     trip()
 

@@ -231,7 +231,11 @@ class _DeclaringAs(ReferenceAdapter):
     apply and pass."""
 
     def __init__(self, info: AdapterInfo) -> None:
-        super().__init__()
+        super().__init__(
+            writes=info.format_writes or 1,
+            reads=tuple(sorted(info.format_reads)) or None,
+            revision=info.option("profile_v2_revision"),
+        )
         self._as = info
 
     def describe(self) -> AdapterInfo:
@@ -792,6 +796,7 @@ def export_counterexample(
         examples=result.examples,
         adapter=label or f"{driver.info.name} {driver.info.version}",
         options=driver.info.options,
+        block_format=(driver.info.format_writes or 1, tuple(driver.info.format_reads)),
     )
     notes = []
     for case in load_scenario_file(path):

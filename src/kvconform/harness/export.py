@@ -130,12 +130,15 @@ def scenario_document(
     examples: int | None = None,
     adapter: str = "the implementation",
     options: Mapping[str, str] | None = None,
+    block_format: tuple[int, Sequence[int]] = (1, (1,)),
 ) -> Exported:
     """The scenario file that replays ``cx`` and expects the reference's answers.
 
     ``options`` are the implementation's declared answers: the program was drawn where
     they agree with the reference's, so the scenario assumes the ones that differ from
-    the defaults (CONF-6), and never judges another declaration by them.
+    the defaults (CONF-6), and never judges another declaration by them. Likewise a
+    program of blocks for another ``block_format`` than profile v1 (the version written,
+    the versions read) states it as its ``format`` (PROF-3, CONF-11).
     """
     builder = _Steps()
     step_of: dict[int, int] = {}
@@ -182,6 +185,7 @@ def scenario_document(
         "basis": _FlowList(decisions) if decisions else "seed",
         "requires": _FlowList(requires),
         **({"options": assumed} if (assumed := _assumed_options(options)) else {}),
+        **_format_of(cx.program, block_format),
         "why": why,
         "steps": builder.steps,
     }
@@ -193,6 +197,17 @@ def scenario_document(
         "scenarios": [scenario],
     }
     return Exported(document, scenario_id, area, step)
+
+
+def _format_of(
+    program: Sequence[ops.Op], block_format: tuple[int, Sequence[int]]
+) -> dict[str, Any]:
+    """The ``format`` a program of blocks assumes, unless it is profile v1's (CONF-11)."""
+    writes, reads = block_format[0], sorted(block_format[1])
+    blocks = any(isinstance(op, ops.Measure | ops.Stamp | ops.Verify) for op in program)
+    if not blocks or (writes, reads) == (1, [1]):
+        return {}
+    return {"format": _Flow({"writes": writes, "reads": _FlowList(reads)})}
 
 
 def _assumed_options(options: Mapping[str, str] | None) -> dict[str, str]:
@@ -228,9 +243,17 @@ def write_counterexample(
     examples: int | None = None,
     adapter: str = "the implementation",
     options: Mapping[str, str] | None = None,
+    block_format: tuple[int, Sequence[int]] = (1, (1,)),
 ) -> Path:
     """Write ``cx`` as ``DIRECTORY/<scenario id>.yaml``; return the path."""
-    exported = scenario_document(cx, seed=seed, examples=examples, adapter=adapter, options=options)
+    exported = scenario_document(
+        cx,
+        seed=seed,
+        examples=examples,
+        adapter=adapter,
+        options=options,
+        block_format=block_format,
+    )
     reproduce = (
         f"kvconform run --generated {examples} --seed {seed} --id {cx.property_id}"
         if seed is not None and examples is not None
@@ -430,15 +453,19 @@ class _Steps:
     # signature and verify
 
     def _Measure(self, n: int, op: ops.Measure, value: object, fault: Fault | None) -> None:
-        self._measuring("measure", op.model, op.payload, value, fault)
+        self._measuring("measure", op, value, fault)
 
     def _Stamp(self, n: int, op: ops.Stamp, value: object, fault: Fault | None) -> None:
-        self._measuring("stamp", op.model, op.payload, value, fault)
+        self._measuring("stamp", op, value, fault)
 
     def _measuring(
-        self, verb: str, model: str, payload: Payload, value: object, fault: Fault | None
+        self, verb: str, op: ops.Measure | ops.Stamp, value: object, fault: Fault | None
     ) -> None:
-        args: dict[str, Any] = {"model": model, "payload": self._payload(payload)}
+        args: dict[str, Any] = {"model": op.model, "payload": self._payload(op.payload)}
+        if op.layout is not None:  # a writer of version 2 supplies it (PROF-6)
+            args["layout"] = _Flow(
+                {"block_size": op.layout.block_size, "sliding_window": op.layout.sliding_window}
+            )
         args.update(self._result(value, fault))
         self.step(verb, args)
 
@@ -472,6 +499,15 @@ class _Steps:
                     "head_dim": sig.head_dim,
                     "dtype": sig.dtype,
                     "tokens": sig.tokens,
+                    # a layout as the two keys of §4.6; none on a signature without one
+                    **(
+                        {}
+                        if sig.layout is None
+                        else {
+                            "block_size": sig.layout.block_size,
+                            "sliding_window": sig.layout.sliding_window,
+                        }
+                    ),
                 },
             )
         return name
@@ -591,7 +627,7 @@ def _apply(current: LayerDesc, override: Mapping[str, int]) -> LayerDesc:
             override.get("head_dim", current.head_dim),
             override.get("tokens", tokens),
         )
-    claims = {k: override[k] for k in ("seq_len", "k_len", "v_len") if k in override}
+    claims = {k: override[k] for k in ("seq_len", "k_len", "v_len", "v_head_dim") if k in override}
     return replace(current, **claims)
 
 
@@ -609,7 +645,7 @@ def _override(index: int, layer: LayerDesc, base: LayerDesc) -> dict[str, int]:
             **candidate,
             **{
                 k: getattr(layer, k)
-                for k in ("seq_len", "k_len", "v_len")
+                for k in ("seq_len", "k_len", "v_len", "v_head_dim")
                 if getattr(layer, k) != getattr(made, k)
             },
         }
