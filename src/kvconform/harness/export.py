@@ -35,7 +35,7 @@ import yaml
 
 from kvconform.differential.compare import Mismatch, error_parts
 from kvconform.protocol import operations as ops
-from kvconform.protocol.codec import geometry_to_wire
+from kvconform.protocol.codec import geometry_to_wire, signature_to_wire
 from kvconform.values import (
     OPTION_DECISIONS,
     OPTIONS,
@@ -488,28 +488,10 @@ class _Steps:
         name = self.signatures.get(sig)
         if name is None:
             name = self.signatures[sig] = f"signature_{len(self.signatures) + 1}"
-            self.step(
-                "signature",
-                {
-                    "as": name,
-                    "format_version": sig.format_version,
-                    "model": sig.model,
-                    "n_layers": sig.n_layers,
-                    "n_kv_heads": sig.n_kv_heads,
-                    "head_dim": sig.head_dim,
-                    "dtype": sig.dtype,
-                    "tokens": sig.tokens,
-                    # a layout as the two keys of §4.6; none on a signature without one
-                    **(
-                        {}
-                        if sig.layout is None
-                        else {
-                            "block_size": sig.layout.block_size,
-                            "sliding_window": sig.layout.sliding_window,
-                        }
-                    ),
-                },
-            )
+            fields = signature_to_wire(sig)
+            assert fields is not None
+            layout = fields.pop("layout", None)  # written as its two keys (§4.6)
+            self.step("signature", {"as": name, **fields, **(layout or {})})
         return name
 
     def _payload(self, payload: Payload) -> str:
