@@ -167,17 +167,17 @@ class Refuses:
 
 @dataclass(frozen=True)
 class Answers:
-    """Any answer, success or typed refusal, passes; only a broken exchange fails.
+    """The step's own outcome is not judged: what follows it is.
 
-    For a step whose outcome the specification leaves open, judged by what
-    follows it (PLAN-24: a rebind after a structural change may succeed or not,
-    but the plan must stay stale).
+    For a step whose outcome the specification leaves open (PLAN-24: a rebind to a
+    cache of another structure may succeed or be refused, and a structural refusal
+    has no kind, so a ``failure`` answer is as right as a typed error, CONF-9); the
+    plan must stay stale, which the later steps check. An adapter that broke here
+    leaves those later steps without answers, and they fail.
     """
 
     def judge(self, outcome: Outcome) -> tuple[str, str, tuple[str, ...]] | None:
-        if isinstance(outcome, Ok | Refused):
-            return None
-        return "an answer (ok or a typed error)", describe(outcome), ()
+        return None
 
 
 Expectation = (

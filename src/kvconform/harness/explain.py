@@ -231,7 +231,7 @@ def expectation_text(expect: Expectation) -> str:
     if isinstance(expect, Refuses):
         return "a refusal (any error or failure answer)"
     if isinstance(expect, Answers):
-        return "any answer (ok or a typed error)"
+        return "not judged (a success, a typed error or a failure; the steps after it judge)"
     return repr(expect)
 
 

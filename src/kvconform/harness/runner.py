@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from kvconform.harness.checks import Failure, OutcomeCheck, Refuses
+from kvconform.harness.checks import Answers, Failure, OutcomeCheck, Refuses
 from kvconform.harness.declarations import adapt, capability_missing, option_not_declared
 from kvconform.harness.explain import requirement_summary
 from kvconform.harness.scenario import Case
@@ -157,10 +157,10 @@ def run_case(case: Case, driver: Driver, *, trace: bool = False) -> CaseResult:
             failures.append(found)
     # An adapter failure explains everything after it; report it first.
     failures.sort(key=lambda f: not f.actual.startswith("adapter failure"))
-    probes = {
+    probes = {  # steps where a failure answer is a right one (CONF-9, PLAN-24)
         c.op_index
         for c in case.checks
-        if isinstance(c, OutcomeCheck) and isinstance(c.expect, Refuses)
+        if isinstance(c, OutcomeCheck) and isinstance(c.expect, Refuses | Answers)
     }
     broken = (i for i, o in enumerate(outcomes) if isinstance(o, Broken) and i not in probes)
     if next(broken, None) is not None and not failures:
