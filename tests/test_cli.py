@@ -101,6 +101,17 @@ def test_requirements_left_unjudged_are_named() -> None:
     assert "ALLOC-5" in line and "HASH-" not in line
 
 
+def test_the_generated_checks_are_listed_and_said_when_a_selection_leaves_them_out() -> None:
+    status, out, _ = run("list", "--id", "generated.*")
+    assert status == cli.EXIT_OK
+    assert out.splitlines()[0].startswith("generated.") and "3 case(s)" in out
+    status, out, _ = run("list")
+    assert "and 3 generated checks, run with --generated N" in out
+    status, out, err = run("run", "--generated", "5", "--class", "plan_validity", "--quiet")
+    assert status == cli.EXIT_OK and "holds none of the generated.* cases" in err
+    assert "generated checks: 5 example(s)" not in out
+
+
 def test_an_adapter_whose_factory_fails_exits_3() -> None:
     status, _, err = run("run", "--adapter", "tests.test_cli:broken_factory")
     assert status == cli.EXIT_ADAPTER
@@ -386,12 +397,12 @@ def test_generated_checks_default_to_the_suite_versions_fixed_seed() -> None:
     pytest.importorskip("hypothesis")
     from kvconform.differential.engine import DEFAULT_SEED
 
-    first = run("run", "--generated", "2", "--area", "hash", "--quiet")
-    second = run("run", "--generated", "2", "--area", "hash", "--quiet")
+    first = run("run", "--generated", "2", "--id", "generated.hash", "--quiet")
+    second = run("run", "--generated", "2", "--id", "generated.hash", "--quiet")
     assert first[0] == second[0] == cli.EXIT_OK, first[2]
     assert f"seed {DEFAULT_SEED}" in first[1] + first[2]
     assert f"seed {DEFAULT_SEED}" in second[1] + second[2]
-    fresh = run("run", "--generated", "2", "--area", "hash", "--quiet", "--seed", "random")
+    fresh = run("run", "--generated", "2", "--id", "generated.hash", "--quiet", "--seed", "random")
     assert fresh[0] == cli.EXIT_OK and f"seed {DEFAULT_SEED}" not in fresh[1] + fresh[2]
     status, _, err = run("run", "--generated", "2", "--seed", "soon")
     assert status == cli.EXIT_USAGE and "expected a whole number or 'random'" in err

@@ -616,6 +616,9 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if pausing:
         gc.enable()
     driver = _driver(args)
+    if generated is not None and not any(case.kind == "generated" for case in cases):
+        err.write("kvconform: --generated: the selection holds none of the generated.* cases\n")
+        generated = None
     if generated is not None and not args.quiet:
         err.write(
             f"generated checks: {generated.examples} example(s) per property, "
@@ -974,12 +977,24 @@ def _not_run(summary: dict[str, Any]) -> str:
 def cmd_list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     integrity = _integrity(args, err)
     try:
-        cases = select(_cases(args, integrity), args)
+        from kvconform.differential.engine import generated_cases
+
+        generated = generated_cases()
+    except ImportError:  # without the 'generated' extra there are none to run
+        generated = []
+    selecting = bool(args.area or args.classes or args.requirement or args.ids)
+    try:
+        pool = _cases(args, integrity)
+        cases = select([*pool, *generated] if selecting else pool, args)
     except SourceError as exc:
         raise UsageError(str(exc)) from None
     for case in cases:
-        out.write(f"{case.id:<60} {case.cls:<10} {','.join(case.requires)}\n")
+        runs_with = "  (runs with --generated N)" if case.kind == "generated" else ""
+        out.write(f"{case.id:<60} {case.cls:<10} {','.join(case.requires)}{runs_with}\n")
     out.write(f"{len(cases)} case(s)\n")
+    if generated and not selecting:
+        names = ", ".join(case.id for case in generated)
+        out.write(f"and {len(generated)} generated checks, run with --generated N: {names}\n")
     return EXIT_OK
 
 
