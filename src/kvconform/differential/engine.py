@@ -183,7 +183,8 @@ PROPERTIES: tuple[Property, ...] = (
         cls="verify",
         requires=("SIG-7", "SIG-8", "SIG-9", "VERIFY-9", "VERIFY-4", "VERIFY-5"),
         why="Coherent blocks with layers added or dropped, shapes changed, buffers cut or "
-        "extended, false seq_len claims, lying or missing stamps and changed expectations: "
+        "extended, false seq_len claims, lying or missing stamps and changed expectations "
+        "(under version 2 also layouts, valid or not, partial blocks and split V widths): "
         "catches a check run out of order or a field compared wrongly.",
         not_applicable=_verify_not_applicable,
         programs=lambda info: strategies.block_programs(
