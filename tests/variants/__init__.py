@@ -69,6 +69,7 @@ MODULES = (
     "seeds_faithful",
     "enum_dtypes",
     "upstream_v2",
+    "rebind_early",
 )
 
 
