@@ -18,6 +18,7 @@ from kvconform_reference import errors, signature
 from kvconform_reference.signature import BlockLayout, CacheSignature, FormatProfile, StoredLayer
 
 from kvconform import values
+from kvconform.adapters.reference import ReferenceAdapter
 
 from . import mutant
 from ._kit import LayoutAdapter, LayoutMeasurer, LayoutVerifier, MeasureUnder
@@ -419,3 +420,39 @@ class ProfV2ModelLabelTrimmed(LayoutAdapter):
         self, model_name: str, payload: values.Payload, *, layout: values.Layout | None = None
     ) -> values.Signature | values.Fault:
         return super().stamp(model_name.strip().lower(), payload, layout=layout)  # MUTATION
+
+
+_U32_MAX = (1 << 32) - 1
+
+
+@mutant(
+    "prof-layout-checked-before-representability",
+    breaks=("VERIFY-10", "VERIFY-9"),
+    half="under",
+    plausible="a v2 reader with 32-bit counts parses the stamp's layout first, since it "
+    "sits in the header before the counts; a stamp with a bad layout and a count it cannot "
+    "hold is then refused as bad_layout instead of unrepresentable",
+)
+class ProfLayoutCheckedBeforeRepresentability(ReferenceAdapter):
+    def __init__(self) -> None:
+        super().__init__(writes=2)
+
+    def describe(self) -> values.AdapterInfo:
+        return replace(super().describe(), uint_bits=32)
+
+    def verify(
+        self, recorded: values.Signature | None, payload: values.Payload, expected: values.Signature
+    ) -> values.Signature | values.Fault:
+        if recorded is not None and recorded.format_version in self.reads:
+            if recorded.layout is not None:
+                try:  # MUTATION: the layout (2b) before the counts (2a)
+                    BlockLayout(recorded.layout.block_size, recorded.layout.sliding_window).check()
+                except errors.BadLayout:
+                    return super().verify(recorded, payload, expected)
+            for name in ("n_layers", "n_kv_heads", "head_dim", "tokens"):
+                found = getattr(recorded, name)
+                if found > _U32_MAX:
+                    return values.Fault(
+                        "unrepresentable", name, None, {"found": found}, f"{name} {found} > u32"
+                    )
+        return super().verify(recorded, payload, expected)

@@ -11,6 +11,8 @@
   The cache's element types are the reference's.
 - ``no-raw-fold``: the hasher's raw byte fold is private, as in seed 000
   (declares ``raw_fold: false``, HASH-14); a ``bytes`` mix is an adapter error.
+- ``dtype-enum-v2`` and ``u32-counts-v2``: the first two as profile-v2 readers, where
+  the representability check (2a) comes before the recorded layout's (2b, VERIFY-10).
 """
 
 from __future__ import annotations
@@ -18,8 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from enum import Enum
-
-from kvconform_reference import signature as ref_signature
 
 from kvconform.adapters.reference import ReferenceAdapter
 from kvconform.values import AdapterInfo, Fault, MixOp, Payload, Signature
@@ -56,7 +56,7 @@ class DtypeEnumF32F16(ReferenceAdapter):
     ) -> Signature | Fault:
         if KvDtype.decode(expected.dtype) is None:
             raise ValueError(f"a reader cannot require dtype {expected.dtype!r}: no such KvDtype")
-        readable = recorded is not None and recorded.format_version in ref_signature.V1.readable
+        readable = recorded is not None and recorded.format_version in self.reads
         if readable and KvDtype.decode(recorded.dtype) is None:  # type: ignore[union-attr]
             found = recorded.dtype  # type: ignore[union-attr]
             return Fault(
@@ -101,7 +101,7 @@ class U32Counts(ReferenceAdapter):
     def verify(
         self, recorded: Signature | None, payload: Payload, expected: Signature
     ) -> Signature | Fault:
-        readable = recorded is not None and recorded.format_version in ref_signature.V1.readable
+        readable = recorded is not None and recorded.format_version in self.reads
         if readable:
             assert recorded is not None
             for name in ("n_layers", "n_kv_heads", "head_dim", "tokens"):
@@ -114,3 +114,29 @@ class U32Counts(ReferenceAdapter):
                         message=f"the stamp's {name} {found} does not fit in a u32",
                     )
         return super().verify(recorded, payload, expected)
+
+
+@variant(
+    "dtype-enum-v2",
+    "dtype-enum-f32-f16 as a profile-v2 implementation: a stamp naming another dtype is "
+    "unrepresentable before its layout is checked (VERIFY-10)",
+)
+class DtypeEnumV2(DtypeEnumF32F16):
+    def __init__(self) -> None:
+        super().__init__(writes=2)
+
+    def describe(self) -> AdapterInfo:
+        return replace(super().describe(), name="dtype-enum-v2")
+
+
+@variant(
+    "u32-counts-v2",
+    "u32-counts as a profile-v2 implementation: a count above 2^32-1 is unrepresentable "
+    "before the stamp's layout is checked (VERIFY-10)",
+)
+class U32CountsV2(U32Counts):
+    def __init__(self) -> None:
+        super().__init__(writes=2)
+
+    def describe(self) -> AdapterInfo:
+        return replace(super().describe(), name="u32-counts-v2")
