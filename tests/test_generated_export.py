@@ -177,6 +177,8 @@ def test_a_version_2_counterexample_round_trips(name: str, tmp_path: Path) -> No
         "writes": info.format_writes,
         "reads": sorted(info.format_reads),
     }
+    # a disagreement on a version-2 block cites the version's rules, not only v1's
+    assert {"PROF-6", "PROF-8", "VERIFY-10"} & set(scenario["requires"]), scenario["requires"]
     (case,) = load_scenario_file(result.exported)
     same_format = ReferenceAdapter(
         writes=info.format_writes or 1,

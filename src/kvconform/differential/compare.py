@@ -188,7 +188,8 @@ def compare(
     reads: dict[tuple[str, Literal["order", "equality"]], list[tuple[int, object, object]]] = {}
     for index, (op, ref, got) in enumerate(zip(program, expected, actual, strict=True)):
         spec = ops.BY_CLASS[type(op)]
-        requires = spec.cites  # what the table says a disagreement here bears on
+        # what the table says a disagreement here bears on, and the rules of its block's version
+        requires = spec.cites + _version_2_cites(op)
         kind = spec.relation
         if kind is not None and isinstance(ref, Ok) and isinstance(got, Ok):
             label, mode = kind
@@ -220,6 +221,18 @@ def compare(
         if observation(ref) != observation(got):
             return Mismatch(index, judged(ref), judged(got), requires)
     return None
+
+
+def _version_2_cites(op: ops.Op) -> tuple[str, ...]:
+    """What a disagreement on a version-2 block also bears on: measuring under the layout
+    the writer supplies (PROF-6, PROF-8), verifying in the order of VERIFY-10."""
+    if isinstance(op, ops.Measure | ops.Stamp) and op.layout is not None:
+        return ("PROF-6", "PROF-8")
+    if isinstance(op, ops.Verify) and any(
+        sig is not None and sig.layout is not None for sig in (op.recorded, op.expected)
+    ):
+        return ("VERIFY-10",)
+    return ()
 
 
 # Rendering ---------------------------------------------------------------------
