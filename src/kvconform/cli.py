@@ -939,6 +939,8 @@ def _print_summary(
             out.write(f"  unexpected failure: {case_id}\n")
         for case_id in gate["stale"]:
             out.write(f"  listed as failing but passes (remove it): {case_id}\n")
+    from kvconform.reports.record import caveats, not_answers
+
     verdict = "CONFORMANT for the declared classes" if not s["failed"] else "NOT CONFORMANT"
     if report.get("incomplete") or not (s["passed"] or s["failed"]):
         verdict = "NO VERDICT" if not s["failed"] else verdict
@@ -948,10 +950,8 @@ def _print_summary(
         split = (
             f" ({by['seed']} on the seeds' semantics: safety; "
             f"{by['decision']} on a decision of the specification: policy"
-            f"{_not_answers(s)})"
+            f"{not_answers(s)})"
         )
-    from kvconform.reports.record import caveats
-
     notes = caveats(report)
     if notes:
         verdict += f" ({'; '.join(n.split(':')[0] for n in notes)})"
@@ -960,14 +960,6 @@ def _print_summary(
         f"\n{s['passed']} passed, {s['failed']} failed{split}, {s['not_applicable']} not "
         f"applicable{_not_run(s)} of {s['total']} in {report['seconds']:.1f} s: {verdict}\n"
     )
-
-
-def _not_answers(summary: dict[str, Any]) -> str:
-    """How many failures are not wrong answers: a message's wording, a broken adapter."""
-    from kvconform.reports.record import not_answers
-
-    parts = not_answers(summary)
-    return f"; of these, {' and '.join(parts)}" if parts else ""
 
 
 def _not_run(summary: dict[str, Any]) -> str:

@@ -449,8 +449,7 @@ def _split(summary: Mapping[str, Any]) -> str:
     by = summary.get("failed_by_basis")
     if not by or not summary["failed"]:
         return ""
-    parts = not_answers(summary)
-    extra = f"; of these, {' and '.join(parts)}" if parts else ""
+    extra = not_answers(summary)
     return f" ({by['seed']} on the seeds' semantics, {by['decision']} on a decision{extra})"
 
 

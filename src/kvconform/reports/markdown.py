@@ -27,12 +27,6 @@ def _list(items: Iterable[object]) -> str:
     return ", ".join(_m(str(item)) for item in items)
 
 
-def _causes(summary: Mapping[str, Any]) -> str:
-    """Failures that are not wrong answers: a message's wording, a broken adapter."""
-    parts = not_answers(summary)
-    return f"; of these, {' and '.join(parts)}" if parts else ""
-
-
 def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
     """The summary; each string from the adapter or the report file is inert (:mod:`.untrusted`)."""
     s = report["summary"]
@@ -55,7 +49,7 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
         f"Classes declared: {_list(a['classes']) or 'none'}. "
         + _declared(a)
         + f"Failed on the seeds' semantics: {s.get('failed_by_basis', {}).get('seed', 0)}; "
-        f"on a decision: {s.get('failed_by_basis', {}).get('decision', 0)}" + _causes(s) + ". "
+        f"on a decision: {s.get('failed_by_basis', {}).get('decision', 0)}" + not_answers(s) + ". "
         f"Suite digest {_code(report['suite']['digest'][:16])}.",
         "",
     ]

@@ -10,8 +10,7 @@ from typing import Any
 
 import kvconform
 from kvconform.harness import suite
-from kvconform.harness.runner import CAUSES, CaseResult
-from kvconform.harness.runner import cause_of as failure_cause
+from kvconform.harness.runner import CAUSES, CaseResult, cause_of
 from kvconform.harness.yamlsource import Document, validate
 from kvconform.reports.files import write_atomic
 from kvconform.values import OPTIONS, AdapterInfo
@@ -87,26 +86,23 @@ def _result(result: CaseResult, file_names: dict[str, str]) -> dict[str, Any]:
             "requires": list(dict.fromkeys((*case.requires, *first.requires))),
             "why": case.why,
             "more": len(result.failures) - 1,
-            "cause": cause_of(result),
+            "cause": cause_of(result.failures),
             "text": result.report(),
         }
     return out
 
 
-def cause_of(result: CaseResult) -> str:
-    """Why a failed case failed: ``answer``, ``message`` or ``adapter`` (:data:`CAUSES`)."""
-    return failure_cause(result.failures)
-
-
-def not_answers(summary: Mapping[str, Any]) -> list[str]:
-    """The failures that are not wrong answers, as phrases: "2 only in an error message's
-    wording (ERR-6)", "1 where the adapter broke" (empty when there are none)."""
+def not_answers(summary: Mapping[str, Any]) -> str:
+    """The failures that are not wrong answers, as a clause to append to the failure
+    counts: "; of these, 2 only in an error message's wording (ERR-6) and 1 where the
+    adapter broke instead of answering" (empty when there are none)."""
     by = summary.get("failed_by_cause", {})
     phrases = {
         "message": "only in an error message's wording (ERR-6)",
         "adapter": "where the adapter broke instead of answering",
     }
-    return [f"{by[key]} {text}" for key, text in phrases.items() if by.get(key)]
+    parts = [f"{by[key]} {text}" for key, text in phrases.items() if by.get(key)]
+    return f"; of these, {' and '.join(parts)}" if parts else ""
 
 
 def basis_of(result: CaseResult) -> str | list[str]:
@@ -140,7 +136,7 @@ def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
             "seed": sum(1 for r in failed if not r.case.basis),
             "decision": sum(1 for r in failed if r.case.basis),
         },
-        "failed_by_cause": {c: sum(1 for r in failed if cause_of(r) == c) for c in CAUSES},
+        "failed_by_cause": {c: sum(1 for r in failed if cause_of(r.failures) == c) for c in CAUSES},
         "by_area": {area: counts(c) for area, c in sorted(by_area.items())},
         "by_class": {cls: counts(c) for cls, c in sorted(by_class.items())},
     }
