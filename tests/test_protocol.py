@@ -464,7 +464,8 @@ def test_faults_of_python_adapters_keep_their_message() -> None:
         ({"option": {"clear_mints": "eager"}}, "unknown member 'option'"),
         ({"\x1b[2J" + "b" * 100_000: 1}, "unknown member"),
         ({"format": {"writes": None, "reads": [], "write": 1}}, "format: unknown member 'write'"),
-        ({"classes": ["hash", "hash"]}, "hash listed more than once"),
+        ({"classes": ["hash", "hash"]}, "'hash' listed more than once"),
+        ({"classes": ["\x1b[2J" + "c" * 100_000] * 2}, "listed more than once"),
         ({"format": {"writes": None, "reads": [1, 1]}}, "listed more than once"),
     ],
 )

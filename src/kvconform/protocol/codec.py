@@ -721,7 +721,8 @@ def info_from_wire(raw: object) -> AdapterInfo:
         raise WireError("hello result.classes: expected a list of class names")
     twice = sorted({c for c in classes if classes.count(c) > 1})
     if twice:
-        raise WireError(f"hello result.classes: {', '.join(twice)} listed more than once")
+        named = clip(", ".join(map(repr, twice)))  # adapter text: escaped and clipped
+        raise WireError(f"hello result.classes: {named} listed more than once")
     unknown = sorted(set(classes) - set(CLASSES))
     if unknown:
         raise WireError(
