@@ -12,6 +12,9 @@ Needs ``cargo``. Without it every test here is skipped, loudly.
 
 from __future__ import annotations
 
+import json
+import os
+import select
 import shutil
 import subprocess
 import warnings
@@ -29,6 +32,7 @@ pytestmark = pytest.mark.covers("CONF-4")
 CRATE = Path(__file__).resolve().parent.parent / "examples" / "rust-adapter"
 BINARY = CRATE / "target" / "release" / "kvconform-rust-adapter"
 BUILD_TIMEOUT = 600.0
+NEWLINE = b"\n"
 NO_CARGO = "cargo not found: the Rust adapter was NOT tested (install a Rust toolchain to run it)"
 
 
@@ -153,3 +157,40 @@ def test_whole_suite_passes_against_the_rust_adapter(binary: Path) -> None:
     # nothing may be set aside but the cases written for other answers (CONF-3, CONF-6).
     assert not not_applicable, "\n".join(f"{r.case.id}: {r.reason}" for r in not_applicable)
     assert not incidents, "the adapter had to be restarted:\n" + "\n".join(incidents)
+
+
+@pytest.mark.covers("PROTO-4")
+def test_no_answer_to_a_batch_is_held_back_while_the_next_request_is_half_written(
+    binary: Path,
+) -> None:
+    """The adapter may buffer its answers while whole requests wait in its input, but
+    writes them before it waits for more: every answer of a batch arrives although
+    the request after it is only half written."""
+    proc = subprocess.Popen(
+        [str(binary)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        bufsize=0,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        batch = b"".join(b'{"seq":%d,"op":"reset"}\n' % seq for seq in range(1, 201))
+        proc.stdin.write(batch + b'{"seq":201,"op":"re')
+        got = b""
+        while got.count(b"\n") < 200:
+            ready, _, _ = select.select([proc.stdout], [], [], 10.0)
+            assert ready, f"answers held back: {got.count(NEWLINE)} of 200 arrived"
+            chunk = os.read(proc.stdout.fileno(), 1 << 16)
+            assert chunk, "the adapter ended its output"
+            got += chunk
+        assert got.count(b"\n") == 200 and got.endswith(b"\n")
+        proc.stdin.write(b'set"}\n')
+        ready, _, _ = select.select([proc.stdout], [], [], 10.0)
+        assert ready, "the answer to the completed request is held back"
+        assert json.loads(os.read(proc.stdout.fileno(), 1 << 16)) == {"seq": 201, "ok": None}
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        proc.stdin.close()

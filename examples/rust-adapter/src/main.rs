@@ -2,8 +2,10 @@
 //! specification, served over the JSON-lines stdio protocol.
 //!
 //! Requests arrive one JSON object per line on stdin; each gets exactly one
-//! response line on stdout, in order, flushed at once (the harness may
-//! pipeline a whole program before reading). Logs go to stderr only.
+//! response line on stdout, in order. Responses are flushed whenever the
+//! adapter is about to wait for input (PROTO-4), so the answers to a
+//! pipelined program go out in one write; a long batch is flushed at least
+//! every `FLUSH_INTERVAL` as well. Logs go to stderr only.
 //!
 //! The command-line flags choose the declaration (`config.rs`); a bad flag
 //! is one line on stderr and exit status 2, before any request is read.
@@ -21,12 +23,17 @@ mod signature;
 mod vectors;
 mod verify;
 
-use std::io::{self, BufRead, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::panic::{self, AssertUnwindSafe};
+use std::time::{Duration, Instant};
 
 use config::Invocation;
 use json::{Json, Surrogates};
 use protocol::{envelope, Adapter, Next, Reply, NAME, VERSION};
+
+/// The longest a written response waits in the output buffer while a batch
+/// of pipelined requests is worked through.
+const FLUSH_INTERVAL: Duration = Duration::from_millis(50);
 
 fn main() {
     let config = match config::parse_args(std::env::args().skip(1)) {
@@ -57,19 +64,25 @@ fn main() {
         config.profile.revision.name(),
         config.window_keying.name()
     );
-    let stdin = io::stdin();
-    let mut input = stdin.lock();
-    let stdout = io::stdout();
-    let mut output = stdout.lock();
+    let mut input = BufReader::with_capacity(1 << 16, io::stdin().lock());
+    let mut output = BufWriter::with_capacity(1 << 16, io::stdout().lock());
     let mut adapter = Adapter::with_config(config);
     let mut line = Vec::new();
+    let mut last_flush = Instant::now();
 
     loop {
         line.clear();
+        // Every response owed is out before the adapter waits for input
+        // (PROTO-4): the read below waits unless a whole line is buffered.
+        if !input.buffer().contains(&b'\n') || last_flush.elapsed() > FLUSH_INTERVAL {
+            flush_or_exit(&mut output);
+            last_flush = Instant::now();
+        }
         match input.read_until(b'\n', &mut line) {
             Ok(0) => break, // end of input: the harness went away
             Ok(_) => {}
             Err(e) => {
+                flush_or_exit(&mut output);
                 eprintln!("{NAME}: cannot read stdin: {e}");
                 std::process::exit(1);
             }
@@ -78,10 +91,7 @@ fn main() {
         let Some(response) = response else { continue };
         let mut text = response.to_line();
         text.push('\n');
-        if let Err(e) = output
-            .write_all(text.as_bytes())
-            .and_then(|_| output.flush())
-        {
+        if let Err(e) = output.write_all(text.as_bytes()) {
             eprintln!("{NAME}: cannot write stdout: {e}");
             std::process::exit(1);
         }
@@ -89,7 +99,16 @@ fn main() {
             break;
         }
     }
+    flush_or_exit(&mut output);
     eprintln!("{NAME}: exiting");
+}
+
+/// Writes out every buffered response, or ends the process if stdout is gone.
+fn flush_or_exit(output: &mut impl Write) {
+    if let Err(e) = output.flush() {
+        eprintln!("{NAME}: cannot write stdout: {e}");
+        std::process::exit(1);
+    }
 }
 
 /// The response to one input line; `None` for a blank line, which is not a
