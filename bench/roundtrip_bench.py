@@ -27,6 +27,13 @@ load affects every series alike:
     the answers it judged, as a fresh run would: the mix of remembered, new and fully
     decoded answers is a real run's. Compared by mean (the operations differ), not
     median.
+(e) ``suite as run``: the same cases as ``kvconform run`` sends them, each case's
+    program and its ``reset`` written at once (``StdioDriver.run``), beside the echo
+    and the adapter by hand fed the same batches; a sample is a case, and the figure
+    is the time per line, by mean, over the same cases in every series. Pipelining
+    helps the echo as much as the driver, so the echo of the same batches is the
+    fair baseline; the time per line is also set beside one raw echo round trip,
+    for scale only.
 
 Each series's median round trip, and its ratio to the raw echo, are given twice:
 over all samples, and as the median of the per-round ratios (the steadier figure
@@ -45,6 +52,7 @@ of the raw echo.
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import os
 import platform
@@ -89,6 +97,9 @@ class Series:
     action: Callable[[], object]
     pid: int | None
     trips_per_call: int = 1
+    #: For a series whose samples are whole cases: the lines of each case, in the order
+    #: the samples cycle through them (warm-up included).
+    case_lines: list[int] | None = None
     samples: list[float] = field(default_factory=list)
     per_round: list[float] = field(default_factory=list)
     harness_cpu: float = 0.0
@@ -196,6 +207,56 @@ def _mix_actions(
     return adapter_once, echo_once, floor_once
 
 
+def _case_actions(
+    driver: StdioDriver, echo: _RawLines, floor: _RawLines
+) -> tuple[Callable[[], object], Callable[[], object], Callable[[], object], list[int]]:
+    """The next case of the suite as ``kvconform run`` sends it (its program and its
+    ``reset`` pipelined, through ``StdioDriver.run``), and the same lines written at
+    once to the echo and to the adapter by hand, each answer read with ``readline``;
+    and the number of lines of each case."""
+    from kvconform.harness import suite
+    from kvconform.harness.declarations import adapt
+    from kvconform.harness.runner import not_applicable
+
+    programs = [
+        adapt(case, driver.info).program
+        for case in suite.all_cases()
+        if not_applicable(case, driver.info) is None
+    ]
+    batches, sizes, seq = [], [], 1
+    for program in programs:
+        wires = [*(codec.to_wire(op) for op in program), {"op": "reset"}]
+        batches.append(b"".join(codec.encode_line(seq + i, w) for i, w in enumerate(wires)))
+        sizes.append(len(wires))
+        seq += len(wires)
+    on_adapter = itertools.cycle(programs)
+    done = [0]
+
+    def adapter_once() -> object:
+        if done[0] % len(programs) == 0:  # a new pass: as a fresh run, nothing remembered
+            driver._tails.clear()
+            driver._named_tails.clear()
+            for memo in codec._EXACT_MEMO.values():
+                memo.clear()
+        done[0] += 1
+        return driver.run(next(on_adapter))
+
+    def by_hand(raw: _RawLines) -> Callable[[], object]:
+        cases = itertools.cycle(zip(batches, sizes, strict=True))
+        write, readline = raw.write, raw.readline
+
+        def once() -> object:
+            batch, size = next(cases)
+            write(batch)
+            for _ in range(size):
+                readline()
+            return None
+
+        return once
+
+    return adapter_once, by_hand(echo), by_hand(floor), sizes
+
+
 def measure(adapter_cmd: list[str], rounds: int, per_round: int, warmup: int) -> list[Series]:
     line = codec.encode_line(12, codec.to_wire(TINY_HASH))
     echo = _RawLines(ECHO)
@@ -204,6 +265,8 @@ def measure(adapter_cmd: list[str], rounds: int, per_round: int, warmup: int) ->
     mix_floor = _RawLines(adapter_cmd)
     driver = StdioDriver(adapter_cmd)
     mix_driver = StdioDriver(adapter_cmd)
+    drivers = [driver, mix_driver]
+    extra: list[_RawLines] = []
     try:
         hello = floor.round_trip(codec.encode_line(0, codec.hello_request()))()
         if b'"ok"' not in hello:
@@ -247,6 +310,34 @@ def measure(adapter_cmd: list[str], rounds: int, per_round: int, warmup: int) ->
             Series(f"{name}: suite mix (call)", on_adapter, mix_driver.pid),
         ]
 
+        case_echo = _RawLines(ECHO)
+        case_floor = _RawLines(adapter_cmd)
+        case_driver = StdioDriver(adapter_cmd)
+        extra += [case_echo, case_floor]
+        drivers.append(case_driver)
+        hello = case_floor.round_trip(codec.encode_line(0, codec.hello_request()))()
+        if b'"ok"' not in hello:
+            raise AdapterStartError(f"the adapter refused hello: {hello!r}")
+        on_case, on_case_echo, on_case_floor, sizes = _case_actions(
+            case_driver, case_echo, case_floor
+        )
+        gc.freeze()  # as kvconform run does once the suite is loaded (cli.cmd_run)
+        series += [
+            Series(
+                f"raw echo: suite as run ({len(sizes)} cases)",
+                on_case_echo,
+                case_echo.proc.pid,
+                case_lines=sizes,
+            ),
+            Series(
+                f"{name} floor: suite as run (by hand)",
+                on_case_floor,
+                case_floor.proc.pid,
+                case_lines=sizes,
+            ),
+            Series(f"{name}: suite as run (run)", on_case, case_driver.pid, case_lines=sizes),
+        ]
+
         def fresh_cache() -> None:  # run() ends with reset, which drops "c"
             driver.call(ops.Drop("c"))
             if not isinstance(driver.call(ops.CacheNew("c", GEOMETRY)), Ok):
@@ -263,15 +354,17 @@ def measure(adapter_cmd: list[str], rounds: int, per_round: int, warmup: int) ->
                 if "cache_len" in one.name:
                     fresh_cache()
                 one.sample(per_round)
-        for used in (driver, mix_driver):
+        for used in drivers:
             if used.restarts or used.incidents:
                 raise AdapterStartError(f"the adapter misbehaved: {used.incidents}")
         check = driver.call(TINY_HASH)
         if not isinstance(check, Ok):
             raise AdapterStartError(f"the adapter answered hash with {check}")
     finally:
-        driver.close()
-        mix_driver.close()
+        for used in drivers:
+            used.close()
+        for raw in extra:
+            raw.close()
         echo.close()
         mix_echo.close()
         floor.close()
@@ -279,7 +372,9 @@ def measure(adapter_cmd: list[str], rounds: int, per_round: int, warmup: int) ->
     return series
 
 
-def report(series: list[Series], rounds: int, per_round: int) -> None:
+def report(all_series: list[Series], rounds: int, per_round: int, warmup: int) -> None:
+    series = [one for one in all_series if one.case_lines is None]
+    as_run = [one for one in all_series if one.case_lines is not None]
     echo = series[0]
     echo_median = statistics.median(echo.samples)
     n = rounds * per_round
@@ -312,6 +407,7 @@ def report(series: list[Series], rounds: int, per_round: int) -> None:
         f"({'met' if call_ratio <= 1.5 else 'NOT met'})"
     )
     mix_echo, mix_floor, mix = series[-3], series[-2], series[-1]
+    width = max(len(s.name) for s in all_series)
 
     def by_mean(mine: Series, theirs: Series) -> str:
         per = [
@@ -330,6 +426,33 @@ def report(series: list[Series], rounds: int, per_round: int) -> None:
     print(
         f"  target: {mix.name} <= 1.5x the raw echo of the same lines, by mean: "
         f"{by_mean(mix, mix_echo)} ({'met' if mix_ratio <= 1.5 else 'NOT met'})"
+    )
+
+    # The suite as run: samples are whole cases, the same cases in every series.
+    def per_line(one: Series) -> float:
+        assert one.case_lines is not None
+        sizes = one.case_lines
+        lines = sum(sizes[(warmup + k) % len(sizes)] for k in range(len(one.samples)))
+        return sum(one.samples) / lines
+
+    run_echo, run_floor, run = as_run
+    print(
+        f"\n  {run.name}: every case's program and reset written at once, as kvconform run"
+        " does; per line, by mean:"
+    )
+    for one in as_run:
+        print(
+            f"    {one.name:{width - 2}s} {per_line(one) * 1e6:6.1f} us"
+            f"  {per_line(one) / per_line(run_echo):5.2f}x the echo of the same batches"
+        )
+    print(
+        f"  the adapter's floor / echo {by_mean(run_floor, run_echo)};"
+        f" the driver / the adapter's floor {by_mean(run, run_floor)}"
+    )
+    print(
+        f"  a line of a run costs {per_line(run) * 1e6:.1f} us, against"
+        f" {echo_median * 1e6:.1f} us for one raw echo round trip"
+        f" ({per_line(run) / echo_median:.2f}x; not a target: pipelining helps the echo too)"
     )
 
 
@@ -367,7 +490,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AdapterStartError as exc:
         print(f"roundtrip_bench: {exc}", file=sys.stderr)
         return 3
-    report(series, args.rounds, args.per_round)
+    report(series, args.rounds, args.per_round, args.warmup)
     return 0
 
 

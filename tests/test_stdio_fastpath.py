@@ -367,6 +367,42 @@ def test_answers_that_broke_the_old_path_or_could_fool_the_fast_one_are_faults(
     assert fragment in outcome.reason, outcome.reason
 
 
+@pytest.mark.parametrize(
+    ("spelling", "accepted"),
+    [
+        ('{"seq":%d,"ok":null}', True),
+        ('{"seq": %d, "ok": null}', True),
+        ('{ "ok" : null , "seq" : %d }', True),
+        ('{"seq":%d,"ok":0}', False),
+        ('{"seq":%d,"ok":null,"x":1}', False),
+        ('{"seq":%d,"ok":null} ', True),
+    ],
+    ids=["compact", "spaced", "other-json", "zero", "extra-member", "trailing-space"],
+)
+def test_the_answer_to_reset_is_read_fast_only_in_its_usual_spellings(
+    spelling: str, accepted: bool
+) -> None:
+    argv = _scripted(
+        f"""
+        import json
+        for line in sys.stdin.buffer:
+            request = json.loads(line)
+            if request["op"] == "reset":
+                out = ({spelling!r} % request["seq"]).encode() + b"\\n"
+            else:
+                out = server.handle_line(line)
+            sys.stdout.buffer.write(out)
+            sys.stdout.buffer.flush()
+        """
+    )
+    with StdioDriver(argv, timeout=30.0) as driver:
+        outcomes = driver.run([ops.Hash((MixOp("finish"),))])
+        assert isinstance(outcomes[0], Ok), outcomes
+        assert (driver.incidents == []) is accepted, driver.incidents
+        if not accepted:
+            assert "answered reset with" in driver.incidents[0]
+
+
 def test_equal_operations_that_encode_differently_are_not_confused() -> None:
     # 1 == 1.0 == True, and hash(1) == hash(1.0): a cache keyed by equality would send one
     # operation's bytes for the other. The driver keys by identity.

@@ -366,6 +366,10 @@ class PollChannel:
                     raise line  # and it stays: the stream is broken from here on
                 ready.popleft()
                 return line
+            if self._wake is not None and not self._pending and not self._buf:
+                # Nothing to write and no line begun: wait as ask() does, in one
+                # blocking read that the watchdog ends at the deadline.
+                return self._blocking_read(deadline)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise StreamFault("timeout")

@@ -87,6 +87,9 @@ _OWN_PROCESS_GROUP: dict[str, Any] = (
 _REQUEST_LINE = codec.REQUEST_LINE
 #: The bytes of a ``reset`` request after its ``seq``.
 _RESET_TAIL = codec.request_tail({"op": "reset"})
+#: The usual spellings of the answer to ``reset``, compact or with a space after each
+#: separator, read without decoding: ``_RESET_OK[i] % seq``.
+_RESET_OK = (b'{"seq":%d,"ok":null}', b'{"seq": %d, "ok": null}')
 #: Most operations whose request bytes a driver keeps, and the longest such request.
 _TAIL_CACHE_ENTRIES = 1024
 _TAIL_CACHE_BYTES = 4096
@@ -453,20 +456,39 @@ class StdioDriver:
                 self.trace("send", line[:-1])
         proc.channel.send(b"".join(lines))
         outcomes: list[Outcome] = []
-        read_outcome, timeout = self._read_outcome, self.timeout
-        for index, op in enumerate(program):
-            try:
-                outcomes.append(read_outcome(proc, op, first + index, timeout))
-            except channel.StreamFault as fault:
-                reason = self._explain(proc, fault, first + index, op.name, self.timeout)
-                outcomes += [Broken(reason, fault.raw)] * (len(program) - index)
-                return _Exchange(outcomes, reason)
+        read_line, quick, trace, timeout = (
+            proc.channel.read_line,
+            codec.quick_outcome,
+            self.trace,
+            self.timeout,
+        )
+        seq = first
         try:
-            response = self._receive(proc, first + len(program), "reset", self.timeout)
+            for op in program:
+                line = read_line(timeout)
+                if trace is not None:
+                    trace("recv", line)
+                outcome = quick(op, line, seq)
+                if outcome is None:
+                    outcome = codec.outcome_of(op, self._response(line, seq))
+                outcomes.append(outcome)
+                seq += 1
         except channel.StreamFault as fault:
-            reset_seq = first + len(program)
+            index = seq - first
+            reason = self._explain(proc, fault, seq, program[index].name, self.timeout)
+            outcomes += [Broken(reason, fault.raw)] * (len(program) - index)
+            return _Exchange(outcomes, reason)
+        reset_seq = first + len(program)
+        try:
+            line = proc.channel.read_line(self.timeout)
+            if self.trace is not None:
+                self.trace("recv", line)
+            if line == _RESET_OK[1] % reset_seq or line == _RESET_OK[0] % reset_seq:
+                return _Exchange(outcomes)
+            response = self._response(line, reset_seq)
+        except channel.StreamFault as fault:
             return _Exchange(outcomes, self._explain(proc, fault, reset_seq, "reset", self.timeout))
-        if response != {"seq": first + len(program), "ok": None}:
+        if response != {"seq": reset_seq, "ok": None}:
             proc.kill()
             what = f"the adapter answered reset with {codec.clip(str(response))}; it was restarted"
             self.incidents.append(what)
@@ -481,14 +503,6 @@ class StdioDriver:
             for line in lines:
                 self.trace("send", line[:-1])
         proc.channel.send(b"".join(lines))
-
-    def _read_outcome(self, proc: _AdapterProcess, op: ops.Op, seq: int, timeout: float) -> Outcome:
-        """The outcome of the response to request ``seq``, or :class:`channel.StreamFault`."""
-        line = proc.channel.read_line(timeout)
-        if self.trace is not None:
-            self.trace("recv", line)
-        outcome = codec.quick_outcome(op, line, seq)
-        return codec.outcome_of(op, self._response(line, seq)) if outcome is None else outcome
 
     def _receive(self, proc: _AdapterProcess, seq: int, op: str, timeout: float) -> dict[str, Any]:
         """The response to request ``seq``, or a :class:`~.channel.StreamFault`."""
