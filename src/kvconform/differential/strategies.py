@@ -1410,6 +1410,12 @@ def _without_raw(program: tuple[MixOp, ...]) -> tuple[MixOp, ...]:
 
 # Blocks: payloads, stamps, expectations ---------------------------------------------------
 
+_U64_LIMIT = 1 << 64
+#: Per-token widths ``n_kv_heads * head_dim`` at the edge of a u64 (SIG-15): two that no
+#: u64 holds ((2^63 + 1) * 2 wraps to 2, 2^32 * 2^32 to 0) and two of exactly 2^64 - 1.
+_EDGE_SHAPES = ((2**63 + 1, 2), (1 << 32, 1 << 32), (2**64 - 1, 1), (2**32 - 1, 2**32 + 1))
+
+
 _BLOCK_MODELS = ("llama-3-8b", "Llama-3-8B", "mistral-7b", "", "模型-ä", "𝄞")
 #: Stamp and expectation dtypes: the vocabulary and names outside it (SIG-14).
 _LYING_DTYPES = ("f16", "bf16", "F32", "F32", "f64")
@@ -1498,7 +1504,10 @@ def split_width(src: Source, layers: tuple[LayerDesc, ...]) -> tuple[LayerDesc, 
     index = src.integer(0, len(layers) - 1)
     layer = layers[index]
     v_dim = layer.head_dim + pick(src, (1, 2))
-    split = replace(layer, v_head_dim=v_dim, v_len=layer.n_kv_heads * v_dim * layer.seq_len)
+    v_len = layer.n_kv_heads * v_dim * layer.seq_len
+    if v_len >= _U64_LIMIT:  # a layer of edge_width's: a V buffer no payload can carry
+        return layers
+    split = replace(layer, v_head_dim=v_dim, v_len=v_len)
     return (*layers[:index], split, *layers[index + 1 :])
 
 
@@ -1639,7 +1648,26 @@ def faulty_payload(src: Source, block: Block, max_faults: int) -> tuple[LayerDes
     layers, last = list(block.layers), None
     for _ in range(src.integer(0, max_faults)):
         layers, last = payload_fault(src, layers, last)
-    return tuple(layers)
+    return edge_width(src, tuple(layers))
+
+
+def edge_width(src: Source, layers: tuple[LayerDesc, ...]) -> tuple[LayerDesc, ...]:
+    """Now and then one layer, most often the first, whose width is at the edge of a u64
+    (SIG-15). A width that overflows keeps its tokens, its buffers sized by what a
+    wrapping multiply gives, so that only the width check can refuse it; a width that
+    fits exactly has no tokens and empty buffers, a coherent layer (SIG-10)."""
+    if not layers or src.integer(0, 7) != 7:  # 0, the simplest choice, changes nothing
+        return layers
+    index = 0 if flag(src) else src.integer(0, len(layers) - 1)
+    heads, dim = pick(src, _EDGE_SHAPES)
+    layer = layers[index]
+    wrapped = heads * dim % _U64_LIMIT
+    tokens = layer.seq_len if heads * dim >= _U64_LIMIT else 0
+    size = wrapped * tokens
+    if size >= _U64_LIMIT:  # pragma: no cover - the shapes above wrap to 0 or 2
+        tokens, size = 0, 0
+    edge = LayerDesc(heads, dim, tokens, size, size)
+    return (*layers[:index], edge, *layers[index + 1 :])
 
 
 _LIES = (
