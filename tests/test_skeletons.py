@@ -19,6 +19,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -275,3 +276,45 @@ def test_the_commands_languages_are_the_generators() -> None:
     with pytest.raises(cli.UsageError, match="choose from 'python', 'rust', 'javascript'"):
         parser.parse_args(["new-adapter", "--lang", "cobol", "x"])
     assert skeletons.LANGUAGES == ("python", "rust", "javascript")
+
+
+def test_the_rust_readers_refuse_a_name_with_no_utf8_form(tmp_path: Path) -> None:
+    """Parameter and hook names are object keys: the skeleton's ``members`` refuses a
+    key holding an unpaired surrogate, as ``string_value`` refuses such a value
+    (HASH-13), instead of reading it as another name (a stranger's trial reused
+    ``members`` for ``params`` and keyed ``"n_heads\\udc00"`` as ``"n_heads\\ufffd"``)."""
+    cargo = _tool("cargo", NO_CARGO)
+    _generate("rust", tmp_path)
+    main = tmp_path / "src" / "main.rs"
+    main.write_text(
+        main.read_text(encoding="utf-8")
+        + textwrap.dedent(
+            r'''
+            #[cfg(test)]
+            mod names {
+                use super::*;
+
+                #[test]
+                fn keys_and_values_with_an_unpaired_surrogate_are_errors() {
+                    assert!(members(r#"{"n_heads\udc00": 4}"#).is_err());
+                    assert!(members(r#"{"\udc00\ud800logit": true}"#).is_err());
+                    assert!(string_value(r#""llama\ud800""#).is_err());
+                    let pair = members(r#"{"n_\ud83d\ude00": 4}"#).unwrap();
+                    assert_eq!(pair[0].0, "n_\u{1f600}");
+                    assert_eq!(members(r#"{"n_heads": 4}"#).unwrap()[0].1, "4");
+                }
+            }
+            '''
+        ),
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [cargo, "test", "--offline", "--quiet", "names"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, f"cargo test failed:\n{done.stdout}\n{done.stderr}"
+    assert "1 passed" in done.stdout, done.stdout

@@ -249,7 +249,10 @@ impl<'a> Request<'a> {
     }
 }
 
-/// The members of a JSON object, each as (key, raw JSON text of its value).
+/// The members of a JSON object, each as (key, raw JSON text of its value). A key
+/// holding an unpaired surrogate is an error, as in [`string_value`]: parameter and
+/// hook names are keys, and a name with no UTF-8 form is refused (HASH-13), never
+/// read as another name.
 fn members(text: &str) -> Result<Vec<(String, &str)>, String> {
     let mut reader = Reader { text, at: 0 };
     reader.space();
@@ -259,7 +262,7 @@ fn members(text: &str) -> Result<Vec<(String, &str)>, String> {
     if !reader.eat(b'}') {
         loop {
             reader.space();
-            let key = reader.string(false)?;
+            let key = reader.string(true)?;
             reader.space();
             reader.expect(b':')?;
             reader.space();
