@@ -582,3 +582,59 @@ def test_generated_checks_show_progress_per_property() -> None:
         assert re.search(r"generated\.hash: passed \(\d+ programs, \d+\.\d s\)", text), text
         if isinstance(err, Terminal):
             assert "\r  generated.hash: program 1 of about 30 " in text
+
+
+#: The largest buffer the suite asks an adapter to build (spec/protocol.md, after PROTO-19).
+BUFFER_BOUND = 1 << 16
+
+
+def _buffers(program: tuple[ops.Op, ...]) -> list[int]:
+    sizes = []
+    for op in program:
+        for value in vars(op).values():
+            if isinstance(value, tuple) and value and all(hasattr(x, "k_len") for x in value):
+                sizes += [n for layer in value for n in (layer.k_len, layer.v_len)]
+    return sizes
+
+
+def test_every_buffer_the_suite_asks_for_is_small() -> None:
+    """What protocol.md promises after PROTO-19: no payload of a scenario or of the
+    generated checks (blocks of both versions) asks for a buffer above 2^16 elements,
+    however large its head counts, widths or token counts."""
+    from kvconform.harness import suite
+
+    sizes = [n for case in suite.all_cases() for n in _buffers(case.program)]
+    assert sizes and max(sizes) <= BUFFER_BOUND
+    drawn = []
+    for reference in (ReferenceAdapter(), ReferenceAdapter(writes=2, reads=(1, 2))):
+        info = reference.describe()
+        for prop in PROPERTIES:
+            if prop.writer is None:
+                continue
+            write = prop.writer(info)
+            for index in range(300):
+                drawn += _buffers(write(program_source(3, prop.id, index)))
+    assert drawn and max(drawn) <= BUFFER_BOUND
+
+
+def _versions(program: tuple[ops.Op, ...]) -> list[int]:
+    return [
+        v.format_version for op in program for v in vars(op).values() if isinstance(v, Signature)
+    ]
+
+
+def test_every_format_version_the_suite_sends_fits_a_u32() -> None:
+    """What docs/validate-your-implementation.md promises: SIG-1 makes a signature's
+    format_version a u32, and no stamp or expectation of a scenario or of the generated
+    checks carries a larger one, so a reader may hold it in one."""
+    from kvconform.harness import suite
+
+    versions = [v for case in suite.all_cases() for v in _versions(case.program)]
+    for reference in (ReferenceAdapter(), ReferenceAdapter(writes=2, reads=(1, 2))):
+        info = reference.describe()
+        for prop in PROPERTIES:
+            if prop.writer is not None:
+                write = prop.writer(info)
+                for index in range(300):
+                    versions += _versions(write(program_source(3, prop.id, index)))
+    assert versions and max(versions) < 1 << 32 and min(versions) >= 0

@@ -27,6 +27,7 @@ import pytest
 
 from kvconform import cli, skeletons
 from kvconform.harness import checks, suite
+from kvconform.protocol.client import StdioDriver
 from kvconform.protocol.operations import TABLE
 from kvconform.values import CLASSES
 from tests.test_cli import run
@@ -56,13 +57,29 @@ def _generate(lang: str, directory: Path, classes: str | None = None) -> str:
     return out
 
 
-def _adapter(lang: str, directory: Path, classes: str | None = None) -> list[str]:
-    """A skeleton generated (and built) in ``directory``: the argv that starts it."""
+#: The file of each language's skeleton that holds its declaration.
+SOURCE = {"python": "adapter.py", "javascript": "adapter.js", "rust": "src/main.rs"}
+
+
+def _adapter(
+    lang: str,
+    directory: Path,
+    classes: str | None = None,
+    edits: dict[str, str] | None = None,
+) -> list[str]:
+    """A skeleton generated (and built) in ``directory``: the argv that starts it.
+    ``edits``: text of the skeleton's source replaced before it is built, as its
+    author would."""
     if lang == "rust":
         cargo = _tool("cargo", NO_CARGO)
     if lang == "javascript":
         node = _tool("node", NO_NODE)
     _generate(lang, directory, classes)
+    source = directory / SOURCE[lang]
+    for old, new in (edits or {}).items():
+        text = source.read_text(encoding="utf-8")
+        assert text.count(old) == 1, (old, source)
+        source.write_text(text.replace(old, new), encoding="utf-8")
     if lang == "python":
         return [sys.executable, str(directory / "adapter.py")]
     if lang == "javascript":
@@ -177,6 +194,7 @@ def test_a_hash_only_skeleton_declares_exactly_hash(lang: str, tmp_path: Path) -
         assert isinstance(info, dict)
         assert info["classes"] == ["hash"]
         assert info["format"] == {"writes": None, "reads": []}
+        assert info["options"] == {} and info["capabilities"] == {}
         assert info["protocol"] == 1 and info["language"] == lang
         assert session.ask("hash", program=[{"op": "finish"}]) == {
             "failure": "not implemented: hash"
@@ -289,7 +307,7 @@ def test_the_rust_readers_refuse_a_name_with_no_utf8_form(tmp_path: Path) -> Non
     main.write_text(
         main.read_text(encoding="utf-8")
         + textwrap.dedent(
-            r'''
+            r"""
             #[cfg(test)]
             mod names {
                 use super::*;
@@ -304,7 +322,7 @@ def test_the_rust_readers_refuse_a_name_with_no_utf8_form(tmp_path: Path) -> Non
                     assert_eq!(members(r#"{"n_heads": 4}"#).unwrap()[0].1, "4");
                 }
             }
-            '''
+            """
         ),
         encoding="utf-8",
     )
@@ -318,3 +336,39 @@ def test_the_rust_readers_refuse_a_name_with_no_utf8_form(tmp_path: Path) -> Non
     )
     assert done.returncode == 0, f"cargo test failed:\n{done.stdout}\n{done.stderr}"
     assert "1 passed" in done.stdout, done.stdout
+
+
+#: Each language's spelling of a declaration: an option and a capability.
+DECLARED = {
+    "python": {
+        "OPTIONS = {}": 'OPTIONS = {"truncate_past_length": "refuse", "clear_mints": "lazy"}',
+        "CAPABILITIES = {}": 'CAPABILITIES = {"uint_bits": 32}',
+    },
+    "javascript": {
+        "const OPTIONS = {};": (
+            "const OPTIONS = { truncate_past_length: 'refuse', clear_mints: 'lazy' };"
+        ),
+        "const CAPABILITIES = {};": "const CAPABILITIES = { uint_bits: 32 };",
+    },
+    "rust": {
+        "const OPTIONS: &[(&str, &str)] = &[];": (
+            "const OPTIONS: &[(&str, &str)] = "
+            '&[("truncate_past_length", "refuse"), ("clear_mints", "lazy")];'
+        ),
+        'const CAPABILITIES: &str = "{}";': 'const CAPABILITIES: &str = r#"{"uint_bits":32}"#;',
+    },
+}
+
+
+@pytest.mark.parametrize("lang", skeletons.LANGUAGES)
+def test_options_and_capabilities_are_declared_where_the_skeleton_says(
+    lang: str, tmp_path: Path
+) -> None:
+    """A stranger's trial found no place in the skeleton to declare an option: each now
+    has ``OPTIONS`` and ``CAPABILITIES``, sent in its ``hello`` answer (CONF-6, CONF-7)."""
+    argv = _adapter(lang, tmp_path / lang, "signature", edits=DECLARED[lang])
+    with StdioDriver(argv, timeout=30.0) as driver:
+        info = driver.info
+    assert info.option("truncate_past_length") == "refuse"
+    assert info.option("clear_mints") == "lazy"
+    assert info.declared_capabilities() == {"uint_bits": 32}

@@ -227,10 +227,8 @@ def describe(spec: OpSpec, *, name: bool = True) -> str:
     fields = []
     for f in spec.fields:
         text = f"{f.name}: {_FIELD_TEXT[f.kind]}"
-        if f.added:
+        if f.added:  # the only fields a request may leave out (PROTO-31)
             text += " (only when not the default)"
-        elif f.optional:
-            text += " (optional)"
         fields.append(text)
     text = (
         f"(class {spec.needs}): {'; '.join(fields) or 'no fields'}. "

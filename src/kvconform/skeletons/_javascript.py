@@ -31,6 +31,13 @@ const PROTOCOL = 1;
 const CLASSES = @@CLASSES@@;
 @@FORMAT_NOTE@@
 const FORMAT = @@FORMAT@@;
+// The answers you declare where the specification admits more than one (CONF-6; the
+// values are in spec/README.md), by option name, such as
+// { truncate_past_length: 'refuse' }. An option left out takes its default.
+const OPTIONS = {};
+// What your types hold where it narrows what the suite may send (CONF-7), such as
+// { uint_bits: 32 }: the table of hello in spec/protocol.md lists them.
+const CAPABILITIES = {};
 
 // The objects your implementation makes, by the handle name the harness chose
 // (PROTO-15): bound by the operations with a `handle` field, released by `drop` and
@@ -99,6 +106,8 @@ function hello(request) {
     protocol: PROTOCOL,
     classes: CLASSES,
     format: FORMAT,
+    options: OPTIONS,
+    capabilities: CAPABILITIES,
   });
 }
 

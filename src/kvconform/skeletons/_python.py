@@ -38,6 +38,13 @@ PROTOCOL = 1
 CLASSES = @@CLASSES@@
 @@FORMAT_NOTE@@
 FORMAT = @@FORMAT@@
+#: The answers you declare where the specification admits more than one (CONF-6; the
+#: values are in spec/README.md), by option name, such as
+#: {"truncate_past_length": "refuse"}. An option left out takes its default.
+OPTIONS = {}
+#: What your types hold where it narrows what the suite may send (CONF-7), such as
+#: {"uint_bits": 32}: the table of hello in spec/protocol.md lists them.
+CAPABILITIES = {}
 
 #: The objects your implementation makes, by the handle name the harness chose
 #: (PROTO-15): bound by the operations with a ``handle`` field, released by ``drop``
@@ -113,6 +120,8 @@ def hello(request):
             "protocol": PROTOCOL,
             "classes": CLASSES,
             "format": FORMAT,
+            "options": OPTIONS,
+            "capabilities": CAPABILITIES,
         }
     )
 

@@ -34,6 +34,13 @@ const CLASSES: &[&str] = @@CLASSES@@;
 @@FORMAT_NOTE@@
 const FORMAT_WRITES: Option<u64> = @@FORMAT_WRITES@@;
 const FORMAT_READS: &[u64] = &[@@FORMAT_READS@@];
+/// The answers you declare where the specification admits more than one (CONF-6; the
+/// values are in spec/README.md), as (option, value) pairs, such as
+/// `("truncate_past_length", "refuse")`. An option left out takes its default.
+const OPTIONS: &[(&str, &str)] = &[];
+/// What your types hold where it narrows what the suite may send (CONF-7), as a JSON
+/// object, such as `{"uint_bits":32}`: the table of hello in spec/protocol.md lists them.
+const CAPABILITIES: &str = "{}";
 
 /// The operations of the classes not claimed, with their class: answered unsupported.
 const UNCLAIMED: &[(&str, &str)] = @@UNCLAIMED@@;
@@ -124,14 +131,20 @@ fn hello(request: &Request) -> Answer {
     }
     let classes: Vec<String> = CLASSES.iter().map(|c| quote(c)).collect();
     let reads: Vec<String> = FORMAT_READS.iter().map(|v| v.to_string()).collect();
+    let options: Vec<String> = OPTIONS
+        .iter()
+        .map(|(name, value)| format!("{}:{}", quote(name), quote(value)))
+        .collect();
     Answer::Ok(format!(
         "{{\"name\":{},\"version\":{},\"language\":\"rust\",\"protocol\":{PROTOCOL},\
-         \"classes\":[{}],\"format\":{{\"writes\":{},\"reads\":[{}]}}}}",
+         \"classes\":[{}],\"format\":{{\"writes\":{},\"reads\":[{}]}},\
+         \"options\":{{{}}},\"capabilities\":{CAPABILITIES}}}",
         quote(NAME),
         quote(VERSION),
         classes.join(","),
         FORMAT_WRITES.map_or("null".to_string(), |v| v.to_string()),
-        reads.join(",")
+        reads.join(","),
+        options.join(",")
     ))
 }
 
