@@ -109,6 +109,12 @@ class Composition:
     alloc: bool = True
     geometry: tuple[str, ...] = ("n_layers", "n_kv_heads", "head_dim", "max_seq_len", "dtype")
     step_tokens: bool = True
+    #: A string parameter value mixed as a string (bytes, then their count, HASH-5);
+    #: ``False``: its bytes alone.
+    delimit_str_values: bool = True
+    #: The bits of the instance and allocation ids that are mixed (all 64 by default).
+    instance_mask: int = (1 << 64) - 1
+    alloc_mask: int = (1 << 64) - 1
 
     def key(
         self,
@@ -130,9 +136,9 @@ class Composition:
             for name in sorted(ident.hooks):
                 h.mix_str(name).mix_present(ident.hooks[name])
         if self.instance:
-            h.mix_instance(ident.instance)
+            h.mix_instance(_masked(ident.instance, self.instance_mask))
         if self.alloc:
-            h.mix_str("alloc").mix_u64(ident.alloc)
+            h.mix_str("alloc").mix_u64(_masked(ident.alloc, self.alloc_mask))
         g = ident.geometry
         for name in ("n_layers", "n_kv_heads", "head_dim", "max_seq_len"):
             if name in self.geometry:
@@ -150,7 +156,10 @@ class Composition:
         if isinstance(value, str):
             if self.type_params:
                 h.mix_str("str")
-            h.mix_str(value)
+            if self.delimit_str_values:
+                h.mix_str(value)
+            else:
+                h.mix_bytes(value.encode("utf-8"))
         elif isinstance(value, float):
             if self.type_params:
                 h.mix_str("f64")
@@ -165,6 +174,13 @@ class Composition:
 
 
 REFERENCE_COMPOSITION = Composition()
+
+
+def _masked(value: int, mask: int) -> int:
+    """``value``'s bits under ``mask``, after the range check a u64 gets (HASH-12)."""
+    if not 0 <= value < 1 << 64:
+        raise ValueError(f"u64 out of range: {value}")
+    return value & mask
 
 
 def build_step(step_tokens: int) -> plan.StepInputs:

@@ -153,6 +153,43 @@ class PlanKeyParamsUntyped(PlanAdapter):
     composition = replace(REFERENCE_COMPOSITION, type_params=False)
 
 
+@mutant(
+    "plan-key-string-values-undelimited",
+    breaks=("PLAN-15", "PLAN-16", "HASH-5"),
+    half="under",
+    plausible="the type name before a value looks like delimiter enough, so a string "
+    "value is folded as its bytes alone (the SGLang 24638 pattern); then one value can "
+    "carry the bytes of the next parameter's name and type, and two maps collide",
+)
+class PlanKeyStringValuesUndelimited(PlanAdapter):
+    composition = replace(REFERENCE_COMPOSITION, delimit_str_values=False)
+
+
+_LOW_32 = (1 << 32) - 1
+
+
+@mutant(
+    "plan-key-instance-in-32-bits",
+    breaks=("PLAN-16", "HASH-8"),
+    half="under",
+    plausible="the key struct holds the instance id in a uint32_t (or JavaScript's "
+    "'>>> 0'): ids are small in every test, and instance 5 and 2^32 + 5 key alike",
+)
+class PlanKeyInstanceIn32Bits(PlanAdapter):
+    composition = replace(REFERENCE_COMPOSITION, instance_mask=_LOW_32)
+
+
+@mutant(
+    "plan-key-alloc-in-32-bits",
+    breaks=("PLAN-16", "PLAN-15"),
+    half="under",
+    plausible="the allocation id is stored in a 32-bit field of the plan record; a "
+    "long-lived server passes 2^32 allocations, and allocation 5 and 2^32 + 5 key alike",
+)
+class PlanKeyAllocIn32Bits(PlanAdapter):
+    composition = replace(REFERENCE_COMPOSITION, alloc_mask=_LOW_32)
+
+
 def _ids_xored(h: KeyHasher, ident: plan.PlanIdentity) -> None:
     h.mix_u64(ident.instance ^ ident.alloc)  # MUTATION: one u64 for both ids
 
@@ -330,6 +367,28 @@ class PlanKeyRecordedAtFirstCheck(PlanAdapter):
         self, m: model.Model, cache: kv_cache.KvCache, step_tokens: int
     ) -> plan.DecodePlan:
         return _KeyedOnFirstUse(self.key, m, cache, step_tokens)
+
+
+class _NeedsRoom(KeyedPlan):
+    def is_valid_for(self, m: model.Model, cache: kv_cache.KvCache, step: plan.StepInputs) -> bool:
+        if len(cache) + len(step.token_ids) > cache.geometry.max_seq_len:
+            return False  # MUTATION: "the step does not fit" taken as "the plan is stale"
+        return super().is_valid_for(m, cache, step)
+
+
+@mutant(
+    "plan-valid-refuses-a-full-cache",
+    breaks=("PLAN-4", "PLAN-7"),
+    half="over",
+    plausible="folding a capacity check into the validity predicate ('can this plan run "
+    "here?'): a full cache then invalidates a plan its key still matches, and the engine "
+    "rebuilds instead of refusing the append",
+)
+class PlanValidRefusesAFullCache(PlanAdapter):
+    def session_new(
+        self, m: model.Model, cache: kv_cache.KvCache, step_tokens: int
+    ) -> plan.DecodePlan:
+        return _NeedsRoom(self.key, m, cache, step_tokens)
 
 
 class _BuildWidth(KeyedPlan):

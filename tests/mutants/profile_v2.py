@@ -109,6 +109,34 @@ class ProfZeroBlockSizeCheckedAfterTheWindow(LayoutAdapter):
     measurer = _WindowFirst()
 
 
+class _RemainderToTheNextMultiple(LayoutMeasurer):
+    def check_layout_fields(self, layout: BlockLayout) -> None:
+        bs, window = layout.block_size, layout.sliding_window
+        if bs < 1:
+            raise errors.BadLayout(field="block_size", block_size=bs, sliding_window=window)
+        if window is not None and window < 1:
+            raise errors.BadLayout(field="sliding_window", block_size=bs, sliding_window=window)
+        if window is not None and window % bs:
+            raise errors.BadLayout(
+                field="sliding_window",
+                block_size=bs,
+                sliding_window=window,
+                remainder=bs - window % bs,  # MUTATION: what is missing, not what is left
+            )
+
+
+@mutant(
+    "prof-remainder-to-the-next-multiple",
+    breaks=("PROF-7", "ERR-10", "ERR-2"),
+    half="contract",
+    plausible="an error that helps the writer round up reports how far the window is from "
+    "the next multiple of the block size; for window 6 over blocks of 4 that is 2 as well, "
+    "so only an asymmetric case tells it from the remainder",
+)
+class ProfRemainderToTheNextMultiple(LayoutAdapter):
+    measurer = _RemainderToTheNextMultiple()
+
+
 # --- PROF-8, PROF-9: one whole block ------------------------------------------------
 
 

@@ -223,6 +223,69 @@ class _CompareIn(BlockAdapter):
         return KvBlock(signature=actual, layers=block.layers)
 
 
+class _ExpectationMatch(BlockAdapter):
+    """``reference_verify`` with step 5's per-field test as a method."""
+
+    def matches(self, name: str, wanted: object, measured: object) -> bool:
+        return wanted == measured
+
+    def verify_block(self, block: UnverifiedBlock, expected: CacheSignature) -> KvBlock:
+        recorded = block.signature
+        if recorded is None:
+            raise errors.Unmarked()
+        if recorded.format_version not in V1.readable:
+            raise errors.UnsupportedFormat(found=recorded.format_version, readable=V1.readable)
+        actual = replace(
+            self.measure_layers(recorded.model, block.layers),
+            format_version=recorded.format_version,
+        )
+        compare(recorded, actual, payload_mismatch)
+        for name in SIGNATURE_FIELDS:
+            wanted, measured = expected.field_value(name), actual.field_value(name)
+            if not self.matches(name, wanted, measured):
+                raise incompatible(name, wanted, measured)
+        return KvBlock(signature=actual, layers=block.layers)
+
+
+@mutant(
+    "verify-expected-zero-tokens-is-a-wildcard",
+    breaks=("VERIFY-5",),
+    half="under",
+    plausible="0 is a config struct's usual 'unset': a reader that leaves the token count "
+    "at 0 when it 'does not care' accepts a block of any length, and reads positions it "
+    "never asked for",
+)
+class VerifyExpectedZeroTokensIsAWildcard(_ExpectationMatch):
+    def matches(self, name: str, wanted: object, measured: object) -> bool:
+        return wanted == measured or (name == "tokens" and wanted == 0)  # MUTATION
+
+
+@mutant(
+    "verify-expected-falsy-is-a-wildcard",
+    breaks=("VERIFY-5", "SIG-3"),
+    half="under",
+    plausible="'if expected.model and expected.model != found' skips the fields the reader "
+    "left empty or zero; a reader with an empty model label then accepts every model's block",
+)
+class VerifyExpectedFalsyIsAWildcard(_ExpectationMatch):
+    def matches(self, name: str, wanted: object, measured: object) -> bool:
+        return not wanted or wanted == measured  # MUTATION: 0 and "" match anything
+
+
+@mutant(
+    "verify-compat-accepts-more-layers",
+    breaks=("VERIFY-5", "SEC-4"),
+    half="under",
+    plausible="'the block covers every layer I need' reads as compatible; a block of a "
+    "deeper model is then read as this one's, its extra layers silently dropped",
+)
+class VerifyCompatAcceptsMoreLayers(_ExpectationMatch):
+    def matches(self, name: str, wanted: object, measured: object) -> bool:
+        if name == "n_layers" and isinstance(wanted, int) and isinstance(measured, int):
+            return measured >= wanted  # MUTATION: at least, not exactly
+        return wanted == measured
+
+
 @mutant(
     "verify-fields-in-alphabetical-order",
     breaks=("VERIFY-4", "VERIFY-5", "SIG-1"),
