@@ -101,6 +101,20 @@ def test_requirements_left_unjudged_are_named() -> None:
     assert "ALLOC-5" in line and "HASH-" not in line
 
 
+def test_the_class_table_says_which_classes_were_not_declared() -> None:
+    """A stranger read ``plan_validity 0 0 10`` as a class of theirs: a class the adapter
+    does not declare is labelled so, and the columns stay aligned."""
+    status, out, _ = run(
+        "run", "--id", "hash.*", "--id", "verify.*", "--quiet",
+        "--adapter", "tests.fixtures.hash_only_adapter:HashOnly",
+    )  # fmt: skip
+    assert status == cli.EXIT_OK
+    table = out[out.index("\nclass ") + 1 :].split("\n\n")[0].splitlines()
+    rows = {line.split("  ")[0].strip(): line for line in table[1:]}
+    assert "hash" in rows and "verify (not declared)" in rows, table
+    assert len({len(line) for line in table}) == 1, table  # aligned columns
+
+
 def test_the_generated_checks_are_listed_and_said_when_a_selection_leaves_them_out() -> None:
     status, out, _ = run("list", "--id", "generated.*")
     assert status == cli.EXIT_OK

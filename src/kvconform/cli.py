@@ -900,10 +900,18 @@ def _print_summary(
             + " (CONF-6, CONF-7)\n"
         )
     out.write("\n")
-    out.write(f"{'class':<12} {'passed':>7} {'failed':>7} {'n/a':>5}\n")
+    declared = set(a["classes"])
+    labels = {cls: cls if cls in declared else f"{cls} (not declared)" for cls in s["by_class"]}
+    width = max([12, *map(len, labels.values())])
+    out.write(f"{'class':<{width}} {'passed':>7} {'failed':>7} {'n/a':>5}\n")
     for cls, c in s["by_class"].items():
-        out.write(f"{cls:<12} {c['passed']:>7} {c['failed']:>7} {c['not_applicable']:>5}\n")
-    out.write(f"\n{'area':<28} {'passed':>7} {'failed':>7} {'n/a':>5}\n")
+        out.write(
+            f"{labels[cls]:<{width}} {c['passed']:>7} {c['failed']:>7} {c['not_applicable']:>5}\n"
+        )
+    out.write(
+        f"\n{'area':<28} {'passed':>7} {'failed':>7} {'n/a':>5}"
+        "   (the same cases by scenario folder or vector file)\n"
+    )
     for area, c in s["by_area"].items():
         out.write(f"{area:<28} {c['passed']:>7} {c['failed']:>7} {c['not_applicable']:>5}\n")
     reasons = Counter(r.reason for r in results if r.verdict == "not_applicable")
