@@ -156,6 +156,15 @@ class _RawLines:
         self.reader.close()
 
 
+def _forget(driver: StdioDriver) -> None:
+    """At the start of a pass over the suite: nothing encoded or judged is remembered,
+    as in a fresh run."""
+    driver._tails.clear()
+    driver._named_tails.clear()
+    for memo in codec._EXACT_MEMO.values():
+        memo.clear()
+
+
 def _suite_mix(driver: StdioDriver) -> list[ops.Op | None]:
     """Every operation of every scenario that applies to the adapter, in run order, each
     case's followed by ``None`` for its ``reset`` (what ``kvconform run`` sends)."""
@@ -187,11 +196,8 @@ def _mix_actions(
     floor_write, floor_readline = floor.write, floor.readline
 
     def adapter_once() -> object:
-        if done[0] % len(steps) == 0:  # a new pass: as a fresh run, nothing remembered
-            driver._tails.clear()
-            driver._named_tails.clear()
-            for memo in codec._EXACT_MEMO.values():
-                memo.clear()
+        if done[0] % len(steps) == 0:
+            _forget(driver)
         done[0] += 1
         op = next(on_adapter)
         return driver.run([]) if op is None else driver.call(op)
@@ -233,11 +239,8 @@ def _case_actions(
     done = [0]
 
     def adapter_once() -> object:
-        if done[0] % len(programs) == 0:  # a new pass: as a fresh run, nothing remembered
-            driver._tails.clear()
-            driver._named_tails.clear()
-            for memo in codec._EXACT_MEMO.values():
-                memo.clear()
+        if done[0] % len(programs) == 0:
+            _forget(driver)
         done[0] += 1
         return driver.run(next(on_adapter))
 

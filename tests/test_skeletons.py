@@ -61,6 +61,22 @@ def _generate(lang: str, directory: Path, classes: str | None = None) -> str:
 SOURCE = {"python": "adapter.py", "javascript": "adapter.js", "rust": "src/main.rs"}
 
 
+def _cargo(
+    cargo: str, directory: Path, command: str, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """``cargo <command> --offline --quiet <args>`` in ``directory``, which must succeed."""
+    done = subprocess.run(
+        [cargo, command, "--offline", "--quiet", *args],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, f"cargo {command} failed:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
 def _adapter(
     lang: str,
     directory: Path,
@@ -84,15 +100,7 @@ def _adapter(
         return [sys.executable, str(directory / "adapter.py")]
     if lang == "javascript":
         return [node, str(directory / "adapter.js")]
-    done = subprocess.run(
-        [cargo, "build", "--offline", "--quiet"],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        timeout=BUILD_TIMEOUT,
-        check=False,
-    )
-    assert done.returncode == 0, f"cargo build failed:\n{done.stdout}\n{done.stderr}"
+    done = _cargo(cargo, directory, "build")
     assert "warning" not in done.stderr, done.stderr
     binary = directory / "target" / "debug" / skeletons.adapter_name(directory)
     assert binary.is_file(), f"cargo build succeeded but {binary} is missing"
@@ -326,15 +334,7 @@ def test_the_rust_readers_refuse_a_name_with_no_utf8_form(tmp_path: Path) -> Non
         ),
         encoding="utf-8",
     )
-    done = subprocess.run(
-        [cargo, "test", "--offline", "--quiet", "names"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=BUILD_TIMEOUT,
-        check=False,
-    )
-    assert done.returncode == 0, f"cargo test failed:\n{done.stdout}\n{done.stderr}"
+    done = _cargo(cargo, tmp_path, "test", "names")
     assert "1 passed" in done.stdout, done.stdout
 
 
