@@ -159,6 +159,10 @@ def test_a_skeleton_claiming_every_class_fails_every_case_as_not_implemented(
     passed = [r["id"] for r in results if r["verdict"] == "passed"]
     assert all(_refusal_probe(case_id) for case_id in passed), passed
     assert {r["verdict"] for r in results} <= {"failed", "not_applicable", "passed"}
+    # No answer was judged, and the summary does not call the failures safety or policy.
+    summary = done.stdout.strip().splitlines()[-1]
+    assert "every one where the adapter broke instead of answering" in summary, summary
+    assert "safety" not in summary and "policy" not in summary, summary
 
 
 class _Session:

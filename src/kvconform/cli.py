@@ -953,7 +953,14 @@ def _print_summary(
     if report.get("incomplete") or not (s["passed"] or s["failed"]):
         verdict = "NO VERDICT" if not s["failed"] else verdict
     split = ""
-    if s["failed"]:
+    if s["failed"] and s.get("failed_by_cause", {}).get("adapter") == s["failed"]:
+        # No answer was judged: the basis says what a wrong answer would have meant.
+        by = s["failed_by_basis"]
+        split = (
+            " (every one where the adapter broke instead of answering, so none judged an "
+            f"answer; {by['seed']} on the seeds' semantics, {by['decision']} on a decision)"
+        )
+    elif s["failed"]:
         by = s["failed_by_basis"]
         split = (
             f" ({by['seed']} on the seeds' semantics: safety; "
