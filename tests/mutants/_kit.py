@@ -115,6 +115,8 @@ class Composition:
     #: The bits of the instance and allocation ids that are mixed (all 64 by default).
     instance_mask: int = (1 << 64) - 1
     alloc_mask: int = (1 << 64) - 1
+    #: How the cache capacity is held before it is mixed (exactly, by default).
+    capacity: Callable[[int], int] | None = None
 
     def key(
         self,
@@ -142,7 +144,10 @@ class Composition:
         g = ident.geometry
         for name in ("n_layers", "n_kv_heads", "head_dim", "max_seq_len"):
             if name in self.geometry:
-                h.mix_u64(getattr(g, name))
+                value = getattr(g, name)
+                if name == "max_seq_len" and self.capacity is not None:
+                    value = self.capacity(value)
+                h.mix_u64(value)
         if "dtype" in self.geometry:
             h.mix_str(g.dtype)
         if self.step_tokens:

@@ -190,6 +190,28 @@ class PlanKeyAllocIn32Bits(PlanAdapter):
     composition = replace(REFERENCE_COMPOSITION, alloc_mask=_LOW_32)
 
 
+@mutant(
+    "plan-key-capacity-in-32-bits",
+    breaks=("PLAN-16", "PLAN-15"),
+    half="under",
+    plausible="the cache capacity is a uint32_t in the key record (no context is 4 billion "
+    "positions long); a probe of capacity 2^32 + 16 then keys like 16",
+)
+class PlanKeyCapacityIn32Bits(PlanAdapter):
+    composition = replace(REFERENCE_COMPOSITION, capacity=lambda n: n & _LOW_32)
+
+
+@mutant(
+    "plan-key-capacity-read-through-a-double",
+    breaks=("PLAN-16", "PROTO-17"),
+    half="under",
+    plausible="the adapter's JSON reader holds every number as a double (JSON.parse, many "
+    "C++ readers); counts above 2^53 round, and capacities 2^53 and 2^53 + 1 key alike",
+)
+class PlanKeyCapacityReadThroughADouble(PlanAdapter):
+    composition = replace(REFERENCE_COMPOSITION, capacity=lambda n: int(float(n)))
+
+
 def _ids_xored(h: KeyHasher, ident: plan.PlanIdentity) -> None:
     h.mix_u64(ident.instance ^ ident.alloc)  # MUTATION: one u64 for both ids
 

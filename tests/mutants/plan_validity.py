@@ -64,6 +64,84 @@ class ValidityAllocationChangedWheneverTheIdDiffers(ValidityAdapter):
     plan_cls = _AllocationFirst
 
 
+class _StructureWithout(GuardedPlan):
+    """The three-valued check with "structure" a shorter list than the key's."""
+
+    #: The components of the key left out of the structure compared first.
+    leaves_out: tuple[str, ...] = ()
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        ident = self._identity  # a snapshot: the model's hook table changes in place
+        self._built = replace(ident, params=dict(ident.params), hooks=dict(ident.hooks))
+
+    def validity_for(
+        self, m: model.Model, cache: kv_cache.KvCache, step: plan.StepInputs
+    ) -> plan.Validity:
+        current = plan.PlanIdentity.of(m, cache, len(step.token_ids))
+        built = self._built
+        mine, theirs = current, built
+        if "hooks" in self.leaves_out:  # MUTATION: components left out of the structure
+            mine, theirs = replace(mine, hooks={}), replace(theirs, hooks={})
+        kept = tuple(f for f in ("n_kv_heads", "head_dim", "dtype") if f in self.leaves_out)
+        if kept:
+            mine = replace(
+                mine,
+                geometry=replace(mine.geometry, **{f: getattr(built.geometry, f) for f in kept}),
+            )
+        if mine.key(with_alloc=False) != theirs.key(with_alloc=False):
+            return "stale"
+        return "valid" if current.key() == self.key else "allocation_changed"
+
+
+class _StructureWithoutHeads(_StructureWithout):
+    leaves_out = ("n_kv_heads", "head_dim")
+
+
+@mutant(
+    "validity-structure-without-the-head-geometry",
+    breaks=("PLAN-19", "PLAN-15"),
+    half="under",
+    plausible="the structure compared first is the seed's session key (n_layers, "
+    "max_seq_len, dtype, step width) while the declared key holds the heads too; a cache "
+    "of other heads is then offered a rebind",
+)
+class ValidityStructureWithoutTheHeadGeometry(ValidityAdapter):
+    plan_cls = _StructureWithoutHeads
+
+
+class _StructureWithoutDtype(_StructureWithout):
+    leaves_out = ("dtype",)
+
+
+@mutant(
+    "validity-structure-without-the-dtype",
+    breaks=("PLAN-19", "PLAN-15"),
+    half="under",
+    plausible="the structure is compared as the cache's shape (layers, heads, width, "
+    "capacity), and the element type is taken for a property of the storage, which a "
+    "rebind replaces; a plan compiled for f32 is then rebound to f16 storage",
+)
+class ValidityStructureWithoutTheDtype(ValidityAdapter):
+    plan_cls = _StructureWithoutDtype
+
+
+class _StructureWithoutHooks(_StructureWithout):
+    leaves_out = ("hooks",)
+
+
+@mutant(
+    "validity-structure-without-the-hooks",
+    breaks=("PLAN-19", "PLAN-18"),
+    half="under",
+    plausible="the structure is the instance and the geometry, since 'the model is the "
+    "instance id'; a hook attached in place keeps the instance, and the plan built without "
+    "it is offered a rebind",
+)
+class ValidityStructureWithoutTheHooks(ValidityAdapter):
+    plan_cls = _StructureWithoutHooks
+
+
 class _ValidUnlessStale(GuardedPlan):
     def is_valid_for(self, m: model.Model, cache: kv_cache.KvCache, step: plan.StepInputs) -> bool:
         return self.validity_for(m, cache, step) != "stale"  # MUTATION

@@ -23,7 +23,7 @@ from kvconform_reference.identity import KvAllocId, ModelInstanceId
 from kvconform_reference.signature import V1, CacheSignature, StoredLayer
 from kvconform_reference.verify import KvBlock, UnverifiedBlock
 
-from kvconform.values import AdapterInfo
+from kvconform.values import AdapterInfo, Fault
 
 from . import mutant
 from ._kit import (
@@ -645,6 +645,60 @@ class AppendGrowMintsOnEveryAppend(CacheAdapter):
         return _declaring(super().describe(), append_past_capacity="grow")
 
 
+class _WrappingCapacityCheck(kv_cache.KvCache):
+    def append(self, k: np.ndarray, v: np.ndarray) -> None:
+        end = (len(self) + k.shape[1]) & 0xFFFF_FFFF_FFFF_FFFF  # MUTATION: u64 arithmetic
+        if end > self.geometry.max_seq_len:
+            raise errors.CapacityExceeded(capacity=self.geometry.max_seq_len, requested=end)
+        self._length = end  # what is written is past the storage; the length wraps
+
+
+@mutant(
+    "append-capacity-check-wraps",
+    breaks=("ALLOC-16", "ALLOC-13"),
+    half="under",
+    plausible="'if (len + n > max_seq_len)' in uint64_t (or a Rust release build): a count "
+    "near 2^64 wraps the sum to a small number that passes, and the cache accepts an "
+    "append no storage can hold",
+)
+class AppendCapacityCheckWraps(CacheAdapter):
+    cache_cls = _WrappingCapacityCheck
+
+
+class _GrowsFromTheOriginalCapacity(kv_cache.KvCache):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._initial_capacity = self.geometry.max_seq_len
+
+    def append(self, k: np.ndarray, v: np.ndarray) -> None:
+        end = len(self) + k.shape[1]
+        if end > self._initial_capacity:  # MUTATION: the capacity it was made with
+            grown = replace(self.geometry, max_seq_len=max(end, 2 * self.geometry.max_seq_len))
+            old = self._layers
+            self.geometry = grown
+            self._layers = [kv_cache.KvLayer.allocate(grown) for _ in old]
+            for new, layer in zip(self._layers, old, strict=True):
+                new.k[: len(self)] = layer.k[: len(self)]
+                new.v[: len(self)] = layer.v[: len(self)]
+            self._alloc_id = KvAllocId.mint()
+        super().append(k, v)
+
+
+@mutant(
+    "append-grow-checks-the-original-capacity",
+    breaks=("ALLOC-16", "ALLOC-7"),
+    half="over",
+    plausible="the capacity check keeps reading the max_seq_len the cache was made with "
+    "(a field set once in the constructor) while the storage grows; every append past the "
+    "old capacity then 'grows' and mints again, and held plans are lost on every token",
+)
+class AppendGrowChecksTheOriginalCapacity(CacheAdapter):
+    cache_cls = _GrowsFromTheOriginalCapacity
+
+    def describe(self) -> AdapterInfo:
+        return _declaring(super().describe(), append_past_capacity="grow")
+
+
 # --- ALLOC-18: the clear's fresh id -----------------------------------------------------
 
 
@@ -690,6 +744,68 @@ class _LazyStaleRead(kv_cache.KvCache):
 )
 class ClearLazyIdReadIsStale(CacheAdapter):
     cache_cls = _LazyStaleRead
+
+    def describe(self) -> AdapterInfo:
+        return _declaring(super().describe(), clear_mints="lazy")
+
+
+class _LazyPlanReadsTheField(_LazyStaleRead):
+    """A lazy clear whose public id accessor allocates, while plans read the field."""
+
+    def public_alloc_id(self) -> KvAllocId:
+        self._allocate()
+        return self._alloc_id
+
+    # MUTATION: ``alloc_id``, which plan identity reads, is still the stored field
+
+
+@mutant(
+    "clear-lazy-plan-reads-the-stored-id",
+    breaks=("ALLOC-18", "PLAN-10"),
+    half="under",
+    plausible="the id getter the API exposes settles the pending allocation, but the plan "
+    "code reads the cache's id field directly; a check right after the clear then judges "
+    "the old plan valid over released storage (found by an audit: the scenario compiler's "
+    "own read after every clear used to settle the mint before the check)",
+)
+class ClearLazyPlanReadsTheStoredId(CacheAdapter):
+    cache_cls = _LazyPlanReadsTheField
+
+    def describe(self) -> AdapterInfo:
+        return _declaring(super().describe(), clear_mints="lazy")
+
+    def cache_alloc_id(self, cache: kv_cache.KvCache) -> int:
+        assert isinstance(cache, _LazyPlanReadsTheField)
+        return cache.public_alloc_id().value
+
+
+class _LazyLengthAtAllocation(_LazyStaleRead):
+    """A lazy clear that leaves the length to the pending allocation."""
+
+    def clear(self) -> None:
+        self._pending = True  # MUTATION: storage and length both wait for the allocation
+
+    def _allocate(self) -> None:
+        if self._pending:
+            self._length = 0
+        super()._allocate()
+
+    @property
+    def alloc_id(self) -> KvAllocId:
+        self._allocate()
+        return self._alloc_id
+
+
+@mutant(
+    "clear-lazy-length-reset-at-allocation",
+    breaks=("ALLOC-18",),
+    half="under",
+    plausible="'lazy' read as deferring the whole clear to the next allocation: the length "
+    "still reads the old value until then, so a caller appending after a clear writes past "
+    "positions it thinks are gone",
+)
+class ClearLazyLengthResetAtAllocation(CacheAdapter):
+    cache_cls = _LazyLengthAtAllocation
 
     def describe(self) -> AdapterInfo:
         return _declaring(super().describe(), clear_mints="lazy")
@@ -838,6 +954,104 @@ class U32ReaderWrapsStampCounts(_Declares32BitCounts):
             }
             recorded = replace(recorded, **narrowed)
         return super().verify(recorded, payload, expected)
+
+
+class _NarrowReader(BlockAdapter):
+    """A reader of u32 counts and an enum of f32 and f16 (CONF-7), refusing what it
+    cannot hold at check 2a (VERIFY-9); a mutant overrides one part."""
+
+    limit = 0xFFFF_FFFF
+    #: The stamp's fields scanned at 2a, in the order of VERIFY-4.
+    scanned: tuple[str, ...] = ("n_layers", "n_kv_heads", "head_dim", "dtype", "tokens")
+
+    def describe(self) -> AdapterInfo:
+        return replace(super().describe(), uint_bits=32, dtypes=frozenset({"f32", "f16"}))
+
+    def holds(self, name: str, value: object) -> bool:
+        if name == "dtype":
+            return value in ("f32", "f16")
+        assert isinstance(value, int)
+        return value <= self.limit
+
+    def unheld(self, recorded):  # type: ignore[no-untyped-def]
+        for name in self.scanned:
+            if not self.holds(name, getattr(recorded, name)):
+                return Fault(
+                    kind="unrepresentable",
+                    field=name,
+                    values={"found": getattr(recorded, name)},
+                    message=f"the stamp's {name} {getattr(recorded, name)} cannot be held",
+                )
+        return None
+
+    def verify(self, recorded, payload, expected):  # type: ignore[no-untyped-def]
+        if recorded is not None and recorded.format_version in self.reads:
+            refusal = self.unheld(recorded)
+            if refusal is not None:
+                return refusal
+        return super().verify(recorded, payload, expected)
+
+
+class _NarrowReaderLimitOneLow(_NarrowReader):
+    limit = 0xFFFF_FFFE  # MUTATION: "< u32::MAX", the largest value taken for an overflow
+
+
+@mutant(
+    "narrow-reader-refuses-the-largest-u32",
+    breaks=("VERIFY-9", "ERR-9"),
+    half="over",
+    plausible="the range check is written '< u32::MAX' (or '>= 0xFFFFFFFF' refused), "
+    "reserving the largest value as a sentinel; a stamp of 2^32 - 1 is then refused as "
+    "unrepresentable though a u32 holds it",
+)
+class NarrowReaderRefusesTheLargestU32(_NarrowReaderLimitOneLow):
+    pass
+
+
+@mutant(
+    "narrow-reader-scans-the-head-fields-first",
+    breaks=("VERIFY-9", "ERR-9", "VERIFY-4"),
+    half="contract",
+    plausible="the decoder reads the head count and width first (they size every buffer) "
+    "and the layer count after; a stamp too wide in two fields names the wrong one",
+)
+class NarrowReaderScansTheHeadFieldsFirst(_NarrowReader):
+    scanned = ("n_kv_heads", "head_dim", "n_layers", "dtype", "tokens")  # MUTATION
+
+
+@mutant(
+    "narrow-reader-decodes-the-dtype-first",
+    breaks=("VERIFY-9", "ERR-9", "VERIFY-4"),
+    half="contract",
+    plausible="the element type is decoded first because everything else is sized by it; "
+    "a stamp with a count it cannot hold and a dtype it does not know names the dtype",
+)
+class NarrowReaderDecodesTheDtypeFirst(_NarrowReader):
+    scanned = ("dtype", "n_layers", "n_kv_heads", "head_dim", "tokens")  # MUTATION
+
+
+class _NarrowReaderAtHonesty(_NarrowReader):
+    def verify(self, recorded, payload, expected):  # type: ignore[no-untyped-def]
+        result = BlockAdapter.verify(self, recorded, payload, expected)
+        if isinstance(result, Fault) and result.kind == "payload_mismatch":
+            # MUTATION: the counts are narrowed when the stamp is compared (step 4), so a
+            # torn payload's coherence error is reported first
+            refusal = self.unheld(recorded)
+            if refusal is not None:
+                return refusal
+        return result
+
+
+@mutant(
+    "narrow-reader-checks-at-the-honesty-step",
+    breaks=("VERIFY-9",),
+    half="contract",
+    plausible="the stamp's fields are converted to the reader's types where they are "
+    "compared with the measurement; a stamp it cannot hold over a torn payload then "
+    "reports the payload's fault, not the stamp it cannot decode",
+)
+class NarrowReaderChecksAtTheHonestyStep(_NarrowReaderAtHonesty):
+    pass
 
 
 class _DeclaresDtypeEnum(BlockAdapter):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 from kvconform_reference import errors, hasher, kv_cache, model, plan, signature, verify
@@ -130,6 +131,17 @@ def from_signature(sig: Signature) -> signature.CacheSignature:
     )
 
 
+class _Unbuildable:
+    """Append data of more elements than any array can have: the shape the cache's checks
+    read (ALLOC-16 refuses it), and no element to write."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
+
+    def __getitem__(self, index: object) -> np.ndarray:
+        raise MemoryError(f"no array holds append data of shape {self.shape}")
+
+
 class ReferenceAdapter:
     """Every class; profile v1 unless told otherwise.
 
@@ -198,9 +210,16 @@ class ReferenceAdapter:
         )
 
     def cache_append(self, cache: kv_cache.KvCache, tokens: int) -> Fault | None:
+        """``tokens`` positions of one value, as a view that takes no memory: the count
+        is untrusted, and the cache refuses one past its capacity before it reads any."""
         g = cache.geometry
         shape = (g.n_layers, tokens, g.n_kv_heads, g.head_dim)
-        data = np.full(shape, len(cache) + 1, dtype=kv_cache.STORAGE_DTYPES[g.dtype])
+        fill = np.asarray(len(cache) + 1, dtype=kv_cache.STORAGE_DTYPES[g.dtype])
+        data: np.ndarray
+        try:
+            data = np.broadcast_to(fill, shape)
+        except ValueError:  # more elements than any array has
+            data = cast(np.ndarray, _Unbuildable(shape))
         try:
             cache.append(data, data)
         except errors.CacheError as exc:

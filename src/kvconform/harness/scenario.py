@@ -213,9 +213,13 @@ class _Compiler:
         self.scope = _Scope()
         self.program: list[ops.Op] = []
         self.checks: list[Check] = []
+        #: Caches cleared whose new id is still to be read (see :meth:`_v_cache_clear`).
+        self.unread_clears: dict[str, Where] = {}
 
     def compile(self, raw: Mapping[str, Any]) -> Case:
         self._steps(raw["steps"], (*self.base, "steps"), label="step", iteration=None)
+        for cleared in list(self.unread_clears):
+            self._read_cleared(cleared)
         return Case(
             id=raw["id"],
             title=raw["title"],
@@ -254,7 +258,9 @@ class _Compiler:
 
         Every mint is observed, not only the ids a scenario names: a counter that
         starts at 0 hands 0 to the first object of the process alone, whichever
-        scenario happens to make it. Reading an id has no side effect (ALLOC-12).
+        scenario happens to make it. Reading an id changes nothing (ALLOC-12), except
+        that it settles a lazy clear's pending mint (ALLOC-18), which is why a clear's
+        id is read only later.
         """
         index = self._emit(op, where)
         ref = ValueRef(f"the id minted at {where.step}", index)
@@ -502,7 +508,13 @@ class _Compiler:
 
     def _v_cache_append(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
-        expect = self._error(args["expect_error"]) if "expect_error" in args else None
+        if "expect_error" in args and "expect_refusal" in args:
+            raise self._fail(at, "give 'expect_error' or 'expect_refusal', not both")
+        expect: Expectation | None = None
+        if "expect_error" in args:
+            expect = self._error(args["expect_error"])
+        elif args.get("expect_refusal"):
+            expect = Refuses()
         self._emit(ops.CacheAppend(cache=cache, tokens=args["tokens"]), where, expect)
 
     def _v_cache_truncate(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
@@ -511,9 +523,19 @@ class _Compiler:
         self._emit(ops.CacheTruncate(cache=cache, length=args["to"]), where, expect)
 
     def _v_cache_clear(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
+        """The clear, and later a read of the id it mints (ALLOC-1). Not at once: under
+        ``clear_mints: lazy`` reading the id is itself an operation that makes the mint
+        happen (ALLOC-18), and a read the scenario did not write would settle the pending
+        mint before the steps that judge when it happens. The id is read before the
+        cache is dropped or cleared again, or after the last step."""
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
+        if cache in self.unread_clears:
+            del self.unread_clears[cache]  # the id this clear owes is the one read
         self._emit(ops.CacheClear(cache=cache), where)
-        self._observe_id(ops.CacheAllocId(cache=cache), where, "ALLOC-1")
+        self.unread_clears[cache] = where
+
+    def _read_cleared(self, cache: str) -> None:
+        self._observe_id(ops.CacheAllocId(cache=cache), self.unread_clears.pop(cache), "ALLOC-1")
 
     def _v_cache_replace_layer(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         cache = self._handle(args["cache"], "cache", (*at, "cache"))
@@ -576,6 +598,8 @@ class _Compiler:
         kind = self.scope.handles.pop(name, None)
         if kind is None:
             raise self._fail(at, f"no live handle named {name!r} to drop")
+        if name in self.unread_clears:
+            self._read_cleared(name)
         self._emit(ops.Drop(handle=name), where)
 
     # plan
