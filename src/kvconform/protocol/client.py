@@ -559,7 +559,11 @@ class StdioDriver:
             else:
                 what = f"the adapter exited ({status}) while the harness awaited {waiting}"
         elif fault.what == "timeout":
-            what = f"the adapter did not answer within {timeout:g} s: the harness awaited {waiting}"
+            what = (
+                f"the adapter did not answer within {timeout:g} s: the harness awaited {waiting}"
+                " (an adapter that buffers its standard output must flush it before it waits"
+                " for input, PROTO-4)"
+            )
         elif fault.what == "oversized":
             what = (
                 f"the adapter wrote a line longer than the limit of {self.max_line_bytes} bytes "
