@@ -137,6 +137,71 @@ class ProfRemainderToTheNextMultiple(LayoutAdapter):
     measurer = _RemainderToTheNextMultiple()
 
 
+class _SplitCheckedOnLayerZero(LayoutMeasurer):
+    def measure_layer(
+        self, index: int, layer: StoredLayer, per_token: int, profile: FormatProfile
+    ) -> int:
+        if index > 0:  # MUTATION: the V width is looked at on the first layer only
+            layer = replace(layer, v_head_dim=None)
+        return super().measure_layer(index, layer, per_token, profile)
+
+
+@mutant(
+    "prof-v2-split-width-checked-on-layer-0-only",
+    breaks=("PROF-11",),
+    half="contract",
+    plausible="the V head width is read once, from the first layer, as the head width is; "
+    "a later layer of narrower V heads is then reported as a V buffer of the wrong length",
+)
+class ProfV2SplitWidthCheckedOnLayer0Only(LayoutAdapter):
+    measurer = _SplitCheckedOnLayerZero()
+
+
+class _SplitBeforeFirstLayerChecks(LayoutMeasurer):
+    def measure(
+        self,
+        model_name: str,
+        layers: Sequence[StoredLayer],
+        profile: FormatProfile,
+        layout: BlockLayout | None,
+    ) -> CacheSignature:
+        self.check_layout(profile, layout)
+        if layers and profile.has_layout and profile.revision == "split_width":
+            first = layers[0]  # MUTATION: the width before SIG-6's checks of the first layer
+            if first.v_head_dim is not None and first.v_head_dim != first.head_dim:
+                raise errors.SplitKvHeadWidth(
+                    layer_index=0, head_dim=first.head_dim, v_head_dim=first.v_head_dim
+                )
+        return super().measure(model_name, layers, profile, layout)
+
+
+@mutant(
+    "prof-v2-split-width-before-the-first-layer-checks",
+    breaks=("PROF-11", "SIG-6"),
+    half="contract",
+    plausible="the V width is validated with the shape on decoding, before the layer is "
+    "measured; a first layer with no heads and a split width names the width, not the "
+    "degenerate layer",
+)
+class ProfV2SplitWidthBeforeTheFirstLayerChecks(LayoutAdapter):
+    measurer = _SplitBeforeFirstLayerChecks()
+
+
+@mutant(
+    "prof-v2-reader-names-the-claim-seq-len",
+    breaks=("PROF-11", "ERR-12"),
+    half="contract",
+    plausible="the writer's error was renamed to positions with the later upstream line, "
+    "the reader's verify path kept its own copy of the old name",
+)
+class ProfV2ReaderNamesTheClaimSeqLen(LayoutAdapter):
+    def verify(self, recorded, payload, expected):  # type: ignore[no-untyped-def]
+        result = super().verify(recorded, payload, expected)
+        if isinstance(result, values.Fault) and result.field == "positions":
+            return replace(result, field="seq_len")  # MUTATION: the old name on the reader
+        return result
+
+
 # --- PROF-8, PROF-9: one whole block ------------------------------------------------
 
 
