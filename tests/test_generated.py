@@ -420,6 +420,44 @@ def test_hash_programs_travel_as_one_hash_batch_over_stdio() -> None:
     assert "hash_batch" in sent and "hash" not in sent
 
 
+#: An adapter that answers one failure to every hash_batch (PROTO-20 allows it) and
+#: serves everything else as the reference does.
+NO_BATCH = """
+import sys
+from kvconform.adapters.reference import ReferenceAdapter
+from kvconform.protocol.server import Server
+server = Server(ReferenceAdapter())
+for line in sys.stdin.buffer:
+    if b'"op":"hash_batch"' in line.replace(b" ", b""):
+        seq = line.split(b'"seq":')[1].split(b",")[0].strip()
+        sys.stdout.buffer.write(b'{"seq":' + seq + b',"failure":"no batches here"}\\n')
+    else:
+        sys.stdout.buffer.write(server.handle_line(line))
+    sys.stdout.buffer.flush()
+    if server.finished:
+        break
+"""
+
+
+def test_a_whole_batch_failure_is_asked_program_by_program() -> None:
+    """PROTO-20 lets an adapter answer one failure for a whole hash_batch; the generated
+    hash checks then ask each program with hash (a third audit's false alarm: they
+    failed every program)."""
+    sent: list[str] = []
+
+    def trace(direction: str, line: bytes) -> None:
+        if direction == "send":
+            sent.append(json.loads(line)["op"])
+
+    driver = StdioDriver([sys.executable, "-c", NO_BATCH], trace=trace)
+    try:
+        result = run_property(PROPERTIES_BY_ID["generated.hash"], driver, examples=5, seed=0)
+    finally:
+        driver.close()
+    assert result.verdict == "passed", case_result(result).report()
+    assert "hash_batch" in sent and "hash" in sent
+
+
 def test_a_class_the_adapter_does_not_declare_is_not_applicable() -> None:
     from tests.fixtures.hash_only_adapter import HashOnly
 

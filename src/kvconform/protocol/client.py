@@ -414,17 +414,18 @@ class StdioDriver:
     def hash_batch(self, programs: Sequence[Sequence[MixOp]]) -> list[Outcome]:
         """Run many hash programs in one request (``hash_batch``): one outcome per program.
 
-        An adapter that answers ``unsupported`` is asked program by program instead.
+        An adapter that answers ``unsupported``, or one ``failure`` for the whole batch
+        (which PROTO-20 allows), is asked program by program instead.
         """
         requests = [ops.Hash(tuple(p)) for p in programs]
         wire = {"op": "hash_batch", "programs": [codec.to_wire(r)["program"] for r in requests]}
 
         def judge(response: dict[str, Any]) -> Outcome:
             forms = set(response) - {"seq"}
-            if forms == {"unsupported"}:
-                return Ok(None)
-            if forms == {"failure"} and isinstance(response["failure"], str):
-                return Broken(response["failure"] or "the adapter answered failure to hash_batch")
+            if forms == {"unsupported"} or (
+                forms == {"failure"} and isinstance(response["failure"], str)
+            ):
+                return Ok(None)  # no batch: each program is asked on its own
             body = response.get("ok")
             if forms != {"ok"} or not isinstance(body, list) or len(body) != len(requests):
                 return Broken(
