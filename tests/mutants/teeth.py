@@ -665,6 +665,44 @@ class AppendCapacityCheckWraps(CacheAdapter):
     cache_cls = _WrappingCapacityCheck
 
 
+class _FullGuard(kv_cache.KvCache):
+    def append(self, k: np.ndarray, v: np.ndarray) -> None:
+        if len(self) >= self.geometry.max_seq_len:  # MUTATION: "is it full?" first
+            raise errors.CapacityExceeded(
+                capacity=self.geometry.max_seq_len, requested=len(self) + k.shape[1]
+            )
+        super().append(k, v)
+
+
+@mutant(
+    "append-refused-whenever-the-cache-is-full",
+    breaks=("ALLOC-16", "ALLOC-7"),
+    half="over",
+    plausible="a ring buffer's 'if full: refuse' guard put before the capacity check; an "
+    "append of nothing to a full cache, which fits, is then refused",
+)
+class AppendRefusedWheneverTheCacheIsFull(CacheAdapter):
+    cache_cls = _FullGuard
+
+
+class _NothingRefused(kv_cache.KvCache):
+    def append(self, k: np.ndarray, v: np.ndarray) -> None:
+        if k.shape[1] == 0:
+            raise ValueError("nothing to append")  # MUTATION: an empty append is an error
+        super().append(k, v)
+
+
+@mutant(
+    "append-of-nothing-refused",
+    breaks=("ALLOC-7", "ALLOC-14"),
+    half="over",
+    plausible="'nothing to append' reads like a caller's mistake and is refused as a usage "
+    "error; ALLOC-14 admits data of any count n, 0 included, and an empty chunk fits",
+)
+class AppendOfNothingRefused(CacheAdapter):
+    cache_cls = _NothingRefused
+
+
 class _GrowsFromTheOriginalCapacity(kv_cache.KvCache):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]

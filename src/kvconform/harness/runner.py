@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from kvconform.harness.checks import Answers, Failure, OutcomeCheck, Refuses
@@ -18,7 +19,7 @@ from kvconform.harness.explain import requirement_summary
 from kvconform.harness.scenario import Case
 from kvconform.protocol import codec
 from kvconform.protocol.driver import Driver
-from kvconform.protocol.operations import Measure, Op, Stamp, Verify
+from kvconform.protocol.operations import CacheAllocId, Measure, ModelInstanceId, Op, Stamp, Verify
 from kvconform.values import AdapterInfo, Broken, Ok, Outcome, Refused
 
 #: ``not_run``: the run ended before the case (its adapter was given up); no verdict.
@@ -165,8 +166,75 @@ def run_case(case: Case, driver: Driver, *, trace: bool = False) -> CaseResult:
     broken = (i for i, o in enumerate(outcomes) if isinstance(o, Broken) and i not in probes)
     if next(broken, None) is not None and not failures:
         failures.append(Failure(case.checks[0].where, "no adapter failure", "adapter failure"))
+    failures += _ids_given_again(case, outcomes, driver)
     verdict: Verdict = "failed" if failures else "passed"
     return CaseResult(case, verdict, tuple(failures), seconds=seconds, trace=traced)
+
+
+@dataclass
+class _IdLedger:
+    """The ids one adapter process has given, by kind, and the case that first read each."""
+
+    #: The driver's count of (re)starts these ids come from: a new process starts anew.
+    process: int = -1
+    given: dict[str, dict[int, str]] = field(default_factory=dict)
+
+
+#: One ledger per driver, for as long as the driver lives.
+_LEDGERS: weakref.WeakKeyDictionary[Driver, _IdLedger] = weakref.WeakKeyDictionary()
+_ID_READS: dict[type[Op], tuple[str, str]] = {
+    ModelInstanceId: ("instance", "ID-3"),
+    CacheAllocId: ("allocation", "ALLOC-1"),
+}
+
+
+def _ids_given_again(case: Case, outcomes: Sequence[Outcome], driver: Driver) -> list[Failure]:
+    """An id this case read that an earlier case, on the same adapter process, read too.
+
+    Every object is released at the end of its program (PROTO-16), so an id read in two
+    programs was given to two objects: ids are never issued twice within a process
+    (ID-3, ALLOC-1), whatever the programs in between. Ids of one kind are compared
+    with ids of that kind only; an adapter restarted since gives its ids anew.
+    """
+    try:
+        ledger = _LEDGERS.setdefault(driver, _IdLedger())
+    except TypeError:  # a driver that cannot be weakly referenced keeps no ledger
+        return []
+    process = getattr(driver, "restarts", 0)
+    if process != ledger.process:
+        ledger.process = process
+        ledger.given.clear()
+    failures: list[Failure] = []
+    read: dict[str, set[int]] = {}
+    for index, (op, outcome) in enumerate(zip(case.program, outcomes, strict=False)):
+        kind_and_rule = _ID_READS.get(type(op))
+        if kind_and_rule is None or not isinstance(outcome, Ok) or type(outcome.value) is not int:
+            continue
+        kind, rule = kind_and_rule
+        value = outcome.value
+        earlier = ledger.given.get(kind, {}).get(value)
+        if earlier is not None and value not in read.get(kind, set()):
+            where = next(
+                (
+                    c.where
+                    for c in case.checks
+                    if isinstance(c, OutcomeCheck) and c.op_index == index
+                ),
+                case.checks[0].where,
+            )
+            failures.append(
+                Failure(
+                    where,
+                    f"an {kind} id no earlier case of this adapter process read",
+                    f"{value}, read in {earlier} already: an id given twice",
+                    requires=(rule,),
+                )
+            )
+        read.setdefault(kind, set()).add(value)
+    for kind, values in read.items():
+        for value in values:
+            ledger.given.setdefault(kind, {}).setdefault(value, case.id)
+    return failures
 
 
 def run_cases(cases: Iterable[Case], driver: Driver, *, trace: bool = False) -> list[CaseResult]:
