@@ -71,6 +71,50 @@ class DtypeEnumF32F16(ReferenceAdapter):
         return super().verify(recorded, payload, expected)
 
 
+class KvDtypeFull(Enum):
+    """An element-type enum of the whole vocabulary of SIG-14."""
+
+    F32 = "f32"
+    F16 = "f16"
+    BF16 = "bf16"
+
+    @classmethod
+    def decode(cls, name: str) -> KvDtypeFull | None:
+        return next((d for d in cls if d.value == name), None)
+
+
+@variant(
+    "dtype-enum-full-vocabulary",
+    "signature dtype is an enum of the whole vocabulary, f32, f16 and bf16 (capabilities."
+    "dtypes lists all three): any other stamped name is unrepresentable, and the reader "
+    "cannot even require one (a false alarm of the generated checks, which took this "
+    "declaration for none)",
+)
+class DtypeEnumFullVocabulary(ReferenceAdapter):
+    def describe(self) -> AdapterInfo:
+        return replace(
+            super().describe(),
+            name="dtype-enum-full-vocabulary",
+            dtypes=frozenset(d.value for d in KvDtypeFull),
+        )
+
+    def verify(
+        self, recorded: Signature | None, payload: Payload, expected: Signature
+    ) -> Signature | Fault:
+        if KvDtypeFull.decode(expected.dtype) is None:
+            raise ValueError(f"a reader cannot require dtype {expected.dtype!r}: no such dtype")
+        readable = recorded is not None and recorded.format_version in self.reads
+        if readable and KvDtypeFull.decode(recorded.dtype) is None:  # type: ignore[union-attr]
+            found = recorded.dtype  # type: ignore[union-attr]
+            return Fault(
+                kind="unrepresentable",
+                field="dtype",
+                values={"found": found},
+                message=f"the stamp records dtype {found}, which no KvDtypeFull holds",
+            )
+        return super().verify(recorded, payload, expected)
+
+
 @variant("no-raw-fold", "the raw byte fold is private (capabilities.raw_fold: false)")
 class NoRawFold(ReferenceAdapter):
     def describe(self) -> AdapterInfo:

@@ -550,7 +550,8 @@ class Scope:
     hook_toggles: bool = True
     vary_cache_heads: bool = True
     key_schema: Mapping[str, Mapping[str, str]] | None = None
-    dtypes: tuple[str, ...] = DTYPES
+    #: The dtype names a reader declares it holds (SIG-14); ``None``: any name.
+    dtypes: tuple[str, ...] | None = None
     raw_bytes: bool = True
     #: Block counts above this are not generated for a reader with narrower counts.
     uint_max: int = U64_MAX
@@ -571,7 +572,7 @@ class Scope:
             hook_toggles=info.option("hook_toggle") == "keeps_instance",
             vary_cache_heads=info.option("plan_key_cache_heads") == "keyed",
             key_schema=info.key_schema,
-            dtypes=DTYPES if info.dtypes is None else tuple(d for d in DTYPES if d in info.dtypes),
+            dtypes=None if info.dtypes is None else tuple(sorted(info.dtypes)),
             raw_bytes=info.raw_fold,
             uint_max=(1 << info.uint_bits) - 1,
             reads=frozenset(info.format_reads),
@@ -1834,7 +1835,7 @@ def block_program(
         return program
     if scope.reads != {1}:
         program = _versions_within(program, scope.reads)
-    if scope.dtypes == DTYPES:
+    if scope.dtypes is None:  # a reader of any name: every expectation is one it holds
         return program
     return _expectations_within(program, scope.dtypes)
 
