@@ -579,6 +579,15 @@ class TruncateRefuseMintsOnRefusal(_TruncateRefuse):
 # --- ALLOC-16 under grow -----------------------------------------------------------------
 
 
+def _moved(cache: kv_cache.KvCache, geometry: kv_cache.CacheGeometry) -> list[kv_cache.KvLayer]:
+    """New storage of ``geometry`` holding the cache's positions so far (a growth's copy)."""
+    layers = [kv_cache.KvLayer.allocate(geometry) for _ in cache._layers]
+    for new, layer in zip(layers, cache._layers, strict=True):
+        new.k[: len(cache)] = layer.k[: len(cache)]
+        new.v[: len(cache)] = layer.v[: len(cache)]
+    return layers
+
+
 class _GrowsKeepingId(kv_cache.KvCache):
     """Storage that grows like a vector: max_seq_len is only the initial reservation."""
 
@@ -588,11 +597,7 @@ class _GrowsKeepingId(kv_cache.KvCache):
         reserved = self._layers[0].k.shape[0]
         if end > reserved:
             bigger = replace(self.geometry, max_seq_len=max(end, 2 * reserved))
-            old = self._layers
-            self._layers = [kv_cache.KvLayer.allocate(bigger) for _ in old]
-            for new, layer in zip(self._layers, old, strict=True):
-                new.k[: len(self)] = layer.k[: len(self)]
-                new.v[: len(self)] = layer.v[: len(self)]
+            self._layers = _moved(self, bigger)
             # MUTATION: no new id, and the geometry still says the reserved size
         for index, layer in enumerate(self._layers):
             layer.k[len(self) : end] = k[index]
@@ -620,12 +625,8 @@ class _GrowsMintingAlways(kv_cache.KvCache):
         end = len(self) + k.shape[1]
         if end > self.geometry.max_seq_len:
             grown = replace(self.geometry, max_seq_len=max(end, 2 * self.geometry.max_seq_len))
-            old = self._layers
+            self._layers = _moved(self, grown)
             self.geometry = grown
-            self._layers = [kv_cache.KvLayer.allocate(grown) for _ in old]
-            for new, layer in zip(self._layers, old, strict=True):
-                new.k[: len(self)] = layer.k[: len(self)]
-                new.v[: len(self)] = layer.v[: len(self)]
         super().append(k, v)
         self._alloc_id = KvAllocId.mint()  # MUTATION: every append "may have moved" storage
 
@@ -712,12 +713,8 @@ class _GrowsFromTheOriginalCapacity(kv_cache.KvCache):
         end = len(self) + k.shape[1]
         if end > self._initial_capacity:  # MUTATION: the capacity it was made with
             grown = replace(self.geometry, max_seq_len=max(end, 2 * self.geometry.max_seq_len))
-            old = self._layers
+            self._layers = _moved(self, grown)
             self.geometry = grown
-            self._layers = [kv_cache.KvLayer.allocate(grown) for _ in old]
-            for new, layer in zip(self._layers, old, strict=True):
-                new.k[: len(self)] = layer.k[: len(self)]
-                new.v[: len(self)] = layer.v[: len(self)]
             self._alloc_id = KvAllocId.mint()
         super().append(k, v)
 

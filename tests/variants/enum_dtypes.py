@@ -38,39 +38,6 @@ class KvDtype(Enum):
         return next((d for d in cls if d.value == name), None)
 
 
-@variant(
-    "dtype-enum-f32-f16",
-    "signature dtype is an enum of f32 and f16 only (capabilities.dtypes: {f32, f16}); "
-    "other stamped dtypes are unrepresentable",
-)
-class DtypeEnumF32F16(ReferenceAdapter):
-    def describe(self) -> AdapterInfo:
-        return replace(
-            super().describe(),
-            name="dtype-enum-f32-f16",
-            dtypes=frozenset(d.value for d in KvDtype),
-        )
-
-    def verify(
-        self, recorded: Signature | None, payload: Payload, expected: Signature
-    ) -> Signature | Fault:
-        if KvDtype.decode(expected.dtype) is None:
-            raise ValueError(f"a reader cannot require dtype {expected.dtype!r}: no such KvDtype")
-        readable = recorded is not None and recorded.format_version in self.reads
-        if readable and KvDtype.decode(recorded.dtype) is None:  # type: ignore[union-attr]
-            found = recorded.dtype  # type: ignore[union-attr]
-            return Fault(
-                kind="unrepresentable",
-                field="dtype",
-                values={"found": found},
-                message=(
-                    f"the stamp records dtype {found}, which KvDtype cannot represent "
-                    f"(it holds {', '.join(d.value for d in KvDtype)})"
-                ),
-            )
-        return super().verify(recorded, payload, expected)
-
-
 class KvDtypeFull(Enum):
     """An element-type enum of the whole vocabulary of SIG-14."""
 
@@ -84,35 +51,53 @@ class KvDtypeFull(Enum):
 
 
 @variant(
+    "dtype-enum-f32-f16",
+    "signature dtype is an enum of f32 and f16 only (capabilities.dtypes: {f32, f16}); "
+    "other stamped dtypes are unrepresentable",
+)
+class DtypeEnumF32F16(ReferenceAdapter):
+    #: The element-type enum a stamp's dtype is decoded into.
+    dtype_enum: type[KvDtype] | type[KvDtypeFull] = KvDtype
+    variant_name = "dtype-enum-f32-f16"
+
+    def describe(self) -> AdapterInfo:
+        return replace(
+            super().describe(),
+            name=self.variant_name,
+            dtypes=frozenset(d.value for d in self.dtype_enum),
+        )
+
+    def verify(
+        self, recorded: Signature | None, payload: Payload, expected: Signature
+    ) -> Signature | Fault:
+        names = self.dtype_enum
+        if names.decode(expected.dtype) is None:
+            raise ValueError(f"a reader cannot require dtype {expected.dtype!r}: no such KvDtype")
+        readable = recorded is not None and recorded.format_version in self.reads
+        if readable and names.decode(recorded.dtype) is None:  # type: ignore[union-attr]
+            found = recorded.dtype  # type: ignore[union-attr]
+            return Fault(
+                kind="unrepresentable",
+                field="dtype",
+                values={"found": found},
+                message=(
+                    f"the stamp records dtype {found}, which KvDtype cannot represent "
+                    f"(it holds {', '.join(d.value for d in names)})"
+                ),
+            )
+        return super().verify(recorded, payload, expected)
+
+
+@variant(
     "dtype-enum-full-vocabulary",
     "signature dtype is an enum of the whole vocabulary, f32, f16 and bf16 (capabilities."
     "dtypes lists all three): any other stamped name is unrepresentable, and the reader "
     "cannot even require one (a false alarm of the generated checks, which took this "
     "declaration for none)",
 )
-class DtypeEnumFullVocabulary(ReferenceAdapter):
-    def describe(self) -> AdapterInfo:
-        return replace(
-            super().describe(),
-            name="dtype-enum-full-vocabulary",
-            dtypes=frozenset(d.value for d in KvDtypeFull),
-        )
-
-    def verify(
-        self, recorded: Signature | None, payload: Payload, expected: Signature
-    ) -> Signature | Fault:
-        if KvDtypeFull.decode(expected.dtype) is None:
-            raise ValueError(f"a reader cannot require dtype {expected.dtype!r}: no such dtype")
-        readable = recorded is not None and recorded.format_version in self.reads
-        if readable and KvDtypeFull.decode(recorded.dtype) is None:  # type: ignore[union-attr]
-            found = recorded.dtype  # type: ignore[union-attr]
-            return Fault(
-                kind="unrepresentable",
-                field="dtype",
-                values={"found": found},
-                message=f"the stamp records dtype {found}, which no KvDtypeFull holds",
-            )
-        return super().verify(recorded, payload, expected)
+class DtypeEnumFullVocabulary(DtypeEnumF32F16):
+    dtype_enum = KvDtypeFull
+    variant_name = "dtype-enum-full-vocabulary"
 
 
 @variant("no-raw-fold", "the raw byte fold is private (capabilities.raw_fold: false)")
