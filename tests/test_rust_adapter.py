@@ -15,9 +15,7 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
 import subprocess
-import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -25,23 +23,16 @@ import pytest
 
 from kvconform.harness import runner, suite
 from kvconform.protocol.client import StdioDriver
+from tests import toolchain
+from tests.toolchain import tool
 from tests.verdicts import for_another_option
 
 pytestmark = pytest.mark.covers("CONF-4")
 
 CRATE = Path(__file__).resolve().parent.parent / "examples" / "rust-adapter"
 BINARY = CRATE / "target" / "release" / "kvconform-rust-adapter"
-BUILD_TIMEOUT = 600.0
 NEWLINE = b"\n"
 NO_CARGO = "cargo not found: the Rust adapter was NOT tested (install a Rust toolchain to run it)"
-
-
-def _cargo() -> str:
-    cargo = shutil.which("cargo")
-    if cargo is None:
-        warnings.warn(NO_CARGO, stacklevel=2)
-        pytest.skip(NO_CARGO)
-    return cargo
 
 
 def _sources() -> list[Path]:
@@ -58,32 +49,15 @@ def _up_to_date() -> bool:
 @pytest.fixture(scope="module")
 def binary() -> Path:
     """The release binary, built unless it is newer than every source file."""
-    cargo = _cargo()
+    cargo = tool("cargo", NO_CARGO)
     if not _up_to_date():
-        done = subprocess.run(
-            [cargo, "build", "--release", "--quiet"],
-            cwd=CRATE,
-            capture_output=True,
-            text=True,
-            timeout=BUILD_TIMEOUT,
-            check=False,
-        )
-        assert done.returncode == 0, f"cargo build failed:\n{done.stdout}\n{done.stderr}"
+        toolchain.cargo(cargo, CRATE, "build", "--release")
     assert BINARY.is_file(), f"cargo build succeeded but {BINARY} is missing"
     return BINARY
 
 
 def test_cargo_test_passes() -> None:
-    cargo = _cargo()
-    done = subprocess.run(
-        [cargo, "test", "--quiet"],
-        cwd=CRATE,
-        capture_output=True,
-        text=True,
-        timeout=BUILD_TIMEOUT,
-        check=False,
-    )
-    assert done.returncode == 0, f"cargo test failed:\n{done.stdout}\n{done.stderr}"
+    toolchain.cargo(tool("cargo", NO_CARGO), CRATE, "test")
 
 
 def test_handshake_declares_every_class_and_profile_v1(binary: Path) -> None:

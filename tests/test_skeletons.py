@@ -16,11 +16,9 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import textwrap
-import warnings
 from pathlib import Path
 
 import pytest
@@ -30,20 +28,13 @@ from kvconform.harness import checks, suite
 from kvconform.protocol.client import StdioDriver
 from kvconform.protocol.operations import TABLE
 from kvconform.values import CLASSES
+from tests import toolchain
 from tests.test_cli import run
+from tests.toolchain import tool
 
 ALL = ",".join(CLASSES)
-BUILD_TIMEOUT = 600.0
 NO_CARGO = "cargo not found: the Rust skeleton was NOT tested (install a Rust toolchain)"
 NO_NODE = "node not found: the JavaScript skeleton was NOT tested (install Node)"
-
-
-def _tool(name: str, missing: str) -> str:
-    found = shutil.which(name)
-    if found is None:
-        warnings.warn(missing, stacklevel=2)
-        pytest.skip(missing)
-    return found
 
 
 def _generate(lang: str, directory: Path, classes: str | None = None) -> str:
@@ -61,22 +52,6 @@ def _generate(lang: str, directory: Path, classes: str | None = None) -> str:
 SOURCE = {"python": "adapter.py", "javascript": "adapter.js", "rust": "src/main.rs"}
 
 
-def _cargo(
-    cargo: str, directory: Path, command: str, *args: str
-) -> subprocess.CompletedProcess[str]:
-    """``cargo <command> --offline --quiet <args>`` in ``directory``, which must succeed."""
-    done = subprocess.run(
-        [cargo, command, "--offline", "--quiet", *args],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        timeout=BUILD_TIMEOUT,
-        check=False,
-    )
-    assert done.returncode == 0, f"cargo {command} failed:\n{done.stdout}\n{done.stderr}"
-    return done
-
-
 def _adapter(
     lang: str,
     directory: Path,
@@ -87,9 +62,9 @@ def _adapter(
     ``edits``: text of the skeleton's source replaced before it is built, as its
     author would."""
     if lang == "rust":
-        cargo = _tool("cargo", NO_CARGO)
+        cargo = tool("cargo", NO_CARGO)
     if lang == "javascript":
-        node = _tool("node", NO_NODE)
+        node = tool("node", NO_NODE)
     _generate(lang, directory, classes)
     source = directory / SOURCE[lang]
     for old, new in (edits or {}).items():
@@ -100,7 +75,7 @@ def _adapter(
         return [sys.executable, str(directory / "adapter.py")]
     if lang == "javascript":
         return [node, str(directory / "adapter.js")]
-    done = _cargo(cargo, directory, "build")
+    done = toolchain.cargo(cargo, directory, "build")
     assert "warning" not in done.stderr, done.stderr
     binary = directory / "target" / "debug" / skeletons.adapter_name(directory)
     assert binary.is_file(), f"cargo build succeeded but {binary} is missing"
@@ -313,7 +288,7 @@ def test_the_rust_readers_refuse_a_name_with_no_utf8_form(tmp_path: Path) -> Non
     key holding an unpaired surrogate, as ``string_value`` refuses such a value
     (HASH-13), instead of reading it as another name (a stranger's trial reused
     ``members`` for ``params`` and keyed ``"n_heads\\udc00"`` as ``"n_heads\\ufffd"``)."""
-    cargo = _tool("cargo", NO_CARGO)
+    cargo = tool("cargo", NO_CARGO)
     _generate("rust", tmp_path)
     main = tmp_path / "src" / "main.rs"
     main.write_text(
@@ -338,7 +313,7 @@ def test_the_rust_readers_refuse_a_name_with_no_utf8_form(tmp_path: Path) -> Non
         ),
         encoding="utf-8",
     )
-    done = _cargo(cargo, tmp_path, "test", "names")
+    done = toolchain.cargo(cargo, tmp_path, "test", "names")
     assert "1 passed" in done.stdout, done.stdout
 
 

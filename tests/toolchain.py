@@ -1,0 +1,41 @@
+"""The toolchains some tests build with (``cargo``, ``node``): found, or the test is
+skipped loudly, and a ``cargo`` command that must succeed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import warnings
+from pathlib import Path
+
+import pytest
+
+#: How long one ``cargo`` command may take (a first build on a slow machine).
+BUILD_TIMEOUT = 600.0
+
+
+def tool(name: str, missing: str) -> str:
+    """The path of the command ``name``; if there is none, warn ``missing`` (so that a
+    run without the toolchain says what it did not test) and skip the test."""
+    found = shutil.which(name)
+    if found is None:
+        warnings.warn(missing, stacklevel=2)
+        pytest.skip(missing)
+    return found
+
+
+def cargo(
+    executable: str, directory: Path, command: str, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """``cargo <command> --offline --quiet <args>`` in ``directory``, which must succeed
+    (the crates are std-only: no registry is needed)."""
+    done = subprocess.run(
+        [executable, command, "--offline", "--quiet", *args],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, f"cargo {command} failed:\n{done.stdout}\n{done.stderr}"
+    return done
