@@ -666,6 +666,32 @@ class AppendCapacityCheckWraps(CacheAdapter):
     cache_cls = _WrappingCapacityCheck
 
 
+class _GrowsWrapping(kv_cache.KvCache):
+    def append(self, k: np.ndarray, v: np.ndarray) -> None:
+        end = (len(self) + k.shape[1]) & 0xFFFF_FFFF_FFFF_FFFF  # MUTATION: u64 arithmetic
+        if end > self.geometry.max_seq_len:
+            grown = replace(self.geometry, max_seq_len=max(end, 2 * self.geometry.max_seq_len))
+            self._layers = _moved(self, grown)
+            self.geometry = grown
+            self._alloc_id = KvAllocId.mint()
+        self._length = end  # a sum that wrapped "fits": the length wraps
+
+
+@mutant(
+    "append-grow-sum-wraps",
+    breaks=("ALLOC-16",),
+    half="under",
+    plausible="a growing cache computes 'len + n' in uint64_t (or a Rust release build): a "
+    "count near 2^64 wraps to a small length that fits, so nothing grows and the cache "
+    "accepts an append no storage can hold",
+)
+class AppendGrowSumWraps(CacheAdapter):
+    cache_cls = _GrowsWrapping
+
+    def describe(self) -> AdapterInfo:
+        return _declaring(super().describe(), append_past_capacity="grow")
+
+
 class _FullGuard(kv_cache.KvCache):
     def append(self, k: np.ndarray, v: np.ndarray) -> None:
         if len(self) >= self.geometry.max_seq_len:  # MUTATION: "is it full?" first
