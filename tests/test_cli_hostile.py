@@ -37,7 +37,13 @@ def run(*argv: str) -> tuple[int, str, str]:
         (["run", "--timeout", "inf"], "--timeout"),
         (["run", "--timeout", "1e308"], "at most 3600"),
         (["run", "--timeout", "0"], "above 0"),
-        (["run", "--max-failures-shown", "-3"], "0 or more"),
+        (["run", "--max-failures-shown", "-3"], "expected a whole number"),
+        (["run", "--max-failures-shown", " 3"], "expected a whole number"),
+        (["run", "--generated", "\u0663"], "expected a whole number"),  # an Arabic-Indic 3
+        (["run", "--generated", "1_000"], "expected a whole number"),
+        (["run", "--generated", "0"], "expected 1 .. 1000000"),
+        (["run", "--generated", "1" + "0" * 40], "expected a whole number"),
+        (["run", "--generated", "1", "--seed", " 5"], "'random'"),
         (["run", "--adapter-cmd", "'unbalanced"], "No closing quotation"),
         (["run", "--adapter-cmd", ""], "empty"),
         (["run", "--generated", "1", "--export-counterexamples", __file__], "not a directory"),
@@ -401,3 +407,97 @@ def test_an_adapter_that_ends_badly_is_reported_apart_from_the_verdict(
     assert said in done.stdout and "adapter incidents" in done.stdout
     report = json.loads((tmp_path / "r.json").read_text())
     assert said in report["adapter"]["incidents"][-1]
+
+
+# --- found by the hostile-input audit of 2.5.0 ---------------------------------------
+
+
+@pytest.mark.parametrize("factory", ["ExitsOnAppend", "DeepFault"])
+def test_an_in_process_adapter_that_exits_or_refuses_impossibly_breaks_a_step_not_the_run(
+    tmp_path: Path, factory: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    status, out, err = run(
+        "run", "--adapter", f"inprocess_misbehaving:{factory}", "--area", "alloc", "--quiet",
+        "--trace", str(tmp_path / "trace.txt"), "--report-dir", str(tmp_path),
+    )  # fmt: skip
+    assert status == cli.EXIT_FAILED, (status, err)
+    assert "Traceback" not in err and "NOT CONFORMANT" in out  # the adapter's own may show
+    said = "raised SystemExit" if factory == "ExitsOnAppend" else "malformed refusal"
+    assert said in out
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert report["summary"]["failed"] > 0 and "incomplete" not in report
+
+
+def test_a_deeply_nested_user_file_is_one_line_not_a_crash(tmp_path: Path) -> None:
+    # libyaml's composer recurses in C: 50,000 brackets (100 KB) used to end the
+    # process with a segmentation fault. Run apart, so a regression cannot end pytest.
+    deep = tmp_path / "deep.yaml"
+    deep.write_text(
+        "kvconform: expectations/1\nknown_failures: " + "[" * 50_000 + "]" * 50_000 + "\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "kvconform", "run", "--area", "hash", "--quiet",
+         "--expectations", str(deep)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == cli.EXIT_USAGE, (done.returncode, done.stderr[-500:])
+    assert done.stderr.count("\n") == 1 and "nested too deeply" in done.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "digits", "digits-json"])
+def test_a_user_file_that_is_no_regular_file_or_holds_a_huge_number_is_one_line(
+    tmp_path: Path, kind: str
+) -> None:
+    if kind == "fifo":
+        path = tmp_path / "known.yaml"
+        os.mkfifo(path)  # opening it would wait forever for a writer
+    elif kind == "device":
+        path = Path(os.devnull)  # a character device; /dev/zero would never end
+    else:
+        path = tmp_path / ("known.yaml" if kind == "digits" else "report.json")
+        body = "9" * 5000
+        path.write_text(
+            f"kvconform: expectations/1\nzz: {body}\n" if kind == "digits" else f'{{"a": {body}}}',
+            encoding="utf-8",
+        )
+    if kind == "digits-json":
+        status, _, err = run("compare", "-o", str(tmp_path / "c.html"), str(path))
+    else:
+        status, _, err = run("run", "--area", "hash", "--quiet", "--expectations", str(path))
+    assert status == cli.EXIT_USAGE and err.count("\n") == 1 and "Traceback" not in err, err
+    assert ("not a regular file" if kind in ("fifo", "device") else "digits") in err
+
+
+def test_a_second_interrupt_while_the_adapter_shuts_down_still_stops_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kvconform.protocol.client import StdioDriver
+
+    driver = StdioDriver([sys.executable, str(FIXTURES / "misbehaving_adapter.py"), "hang"])
+    proc = driver._proc
+    assert proc is not None
+
+    def interrupted(_: object) -> None:
+        raise KeyboardInterrupt  # the second Ctrl-C, while close() awaits the shutdown answer
+
+    monkeypatch.setattr(driver, "_shut_down", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        driver.close()
+    assert proc.proc.poll() is not None  # killed all the same
+
+
+def test_an_adapter_that_cannot_start_leaves_no_earlier_verdict_in_its_reports(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "report.json").write_text('{"stale": "from the previous run"}', encoding="utf-8")
+    status, _, err = run(
+        "run", "--adapter-cmd", str(tmp_path / "no-such-adapter"), "--area", "hash",
+        "--quiet", "--report-dir", str(tmp_path),
+    )  # fmt: skip
+    assert status == cli.EXIT_ADAPTER and err.startswith("kvconform: the adapter could not start")
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert report["incomplete"].startswith("the adapter could not start")
+    assert report["summary"]["not_run"] == report["summary"]["total"] > 0
+    assert "INCOMPLETE RUN" in (tmp_path / "summary.md").read_text(encoding="utf-8")

@@ -48,7 +48,21 @@ MATRIX = [
     ("hello-exit", [], START, "could not start"),
     ("hello-refuse", [], START, "could not start"),
     ("restart-dies", ["--once", "{marker}"], GIVEN_UP, "not started again"),
+    ("deep-error", [], FAILED, "malformed"),
+    ("big-failure", ["--size", "5000000"], FAILED, "5000001 characters"),
+    ("forged-hello", [], START, "unknown class"),
+    ("float-protocol", [], START, "protocol"),
+    ("float-seq", [], FAILED, "seq"),
+    (
+        "exit-child-holds",
+        ["--once", "{marker}"],
+        FAILED,
+        r"exited \(exit status 9\) but its standard output stayed open",
+    ),
 ]
+
+#: The most bytes a report may take, whatever the adapter said: its own text is clipped.
+REPORT_BYTES = 4 * 1024 * 1024
 
 
 @pytest.mark.parametrize(
@@ -71,11 +85,19 @@ def test_a_misbehaving_adapter_through_the_whole_command(
     assert not RAW_CONTROL.search(out + err), RAW_CONTROL.search(out + err)
     if said:
         assert re.search(said, out + err, re.IGNORECASE), (said, out[-3000:], err[-1000:])
+    assert "\u202e" not in out + err and "CONFORMANT\n" not in err
+    assert len(out) + len(err) < REPORT_BYTES
     if status == START:  # one line, then the adapter's last stderr lines, quoted
         first, *quoted = err.strip().splitlines()
         assert first.startswith("kvconform: the adapter could not start")
+        assert len(first) < 1000, len(first)
         assert all(line.startswith(("  |", "last ")) for line in quoted), err
+        report = json.loads((reports / "report.json").read_text(encoding="ascii"))
+        assert report["incomplete"].startswith("the adapter could not start")
+        assert report["summary"]["not_run"] == report["summary"]["total"] > 0
         return
+    for written in reports.iterdir():
+        assert written.stat().st_size < REPORT_BYTES, (written.name, written.stat().st_size)
     report = json.loads((reports / "report.json").read_text(encoding="ascii"))
     assert report["summary"]["total"] > 0
     ET.parse(reports / "report.xml")

@@ -296,7 +296,7 @@ def test_the_handshake_description_round_trips_and_is_checked() -> None:
     good = codec.info_to_wire(info)
     for change, fragment in (
         ({"protocol": 2}, "protocol"),
-        ({"classes": ["hash", "teleport"]}, "unknown class teleport"),
+        ({"classes": ["hash", "teleport"]}, "unknown class 'teleport'"),
         ({"name": ""}, "name"),
         ({"format": {"writes": 1}}, "reads"),
         ({"format": {"writes": "1", "reads": [1]}}, "writes"),

@@ -47,8 +47,9 @@ from kvconform.harness.runner import CaseResult, run_case, step_labels
 from kvconform.harness.scenario import Case
 from kvconform.harness.yamlsource import SourceError
 from kvconform.protocol.driver import Driver, InProcessDriver
+from kvconform.rendering import clip
 from kvconform.reports.untrusted import one_line, visible
-from kvconform.values import CLASSES, OPTIONS
+from kvconform.values import CLASSES, OPTIONS, AdapterInfo
 
 # Imported where they are used, so that a command pays only for what it needs:
 # kvconform.reports (reports; compare), kvconform.harness.expectations (and with
@@ -180,10 +181,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     generated.add_argument(
         "--generated",
-        type=_positive_int,
+        type=_generated_count,
         metavar="N",
         help="also run the generated differential checks, N random programs "
-        "per property, against the reference (cases generated.*)",
+        "per property (1 to 1000000), against the reference (cases generated.*)",
     )
     generated.add_argument(
         "--seed",
@@ -342,23 +343,27 @@ def _timeout(text: str) -> float:
     return value
 
 
+def _whole(text: str, what: str = "a whole number") -> int:
+    """``text`` as a whole number written in ASCII digits only: ``int`` alone would also
+    take spaces, a sign, underscores and other scripts' digits."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 30:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {clip(ascii(text), 60)}")
+    return int(text)
+
+
 def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be 0 or more")
-    return value
+    return _whole(text)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
+#: The most programs per property ``--generated`` runs (a typo of a few more digits
+#: would otherwise run for days).
+MAX_GENERATED = 1_000_000
+
+
+def _generated_count(text: str) -> int:
+    value = _whole(text)
+    if not 1 <= value <= MAX_GENERATED:
+        raise argparse.ArgumentTypeError(f"expected 1 .. {MAX_GENERATED}, got {value}")
     return value
 
 
@@ -615,7 +620,13 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         gc.freeze()  # the loaded suite lives as long as the process: no collection need look at it
     if pausing:
         gc.enable()
-    driver = _driver(args)
+    try:
+        driver = _driver(args)
+    except (AdapterStartFailed, KeyboardInterrupt, Stopped) as exc:
+        # No case can run: the reports say so, rather than leave an earlier run's verdict
+        # at their paths (README, exit statuses 3 and 130).
+        _report_no_start(args, cases, integrity, exc, err)
+        raise
     if generated is not None and not any(case.kind == "generated" for case in cases):
         err.write("kvconform: --generated: the selection holds none of the generated.* cases\n")
         generated = None
@@ -654,7 +665,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         stopped = exc  # the reports so far are written below, marked incomplete
     finally:
         progress.finish()
-        driver.close()
+        try:
+            driver.close()
+        except (KeyboardInterrupt, Stopped) as exc:  # a second signal while it shuts down
+            stopped = stopped or exc
     incomplete = None if stopped is None else _stop_reason(stopped, len(results), len(cases))
     if incomplete is not None:  # the summary counts the whole selection, run or not
         results += [
@@ -820,15 +834,53 @@ def _seed(text: str) -> int | str:
     """``--seed``: a whole number from 0 to 2^32-1, or ``random``."""
     if text == "random":
         return text
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a whole number or 'random', got {text!r}"
-        ) from None
+    value = _whole(text, "a whole number or 'random'")
     if not 0 <= value < 1 << 32:
         raise argparse.ArgumentTypeError(f"expected 0 .. 4294967295, got {value}")
     return value
+
+
+def _report_no_start(
+    args: argparse.Namespace,
+    cases: Sequence[Case],
+    integrity: manifest.Integrity,
+    why: BaseException,
+    err: TextIO,
+) -> None:
+    """Write the reports of a run whose adapter never answered ``hello``: every selected
+    case not run, the report marked incomplete, the adapter named by its command."""
+    if not _output_paths(args):
+        return
+    from kvconform.reports import record
+
+    if isinstance(why, AdapterStartFailed):
+        reason = f"the adapter could not start: {clip(str(why), 2000)}"
+    else:
+        reason = _stop_reason(why, 0, len(cases)) + ", before the adapter answered hello"
+    command = (
+        _adapter_argv(args.adapter_cmd)[0] if args.adapter_cmd else args.adapter or DEFAULT_ADAPTER
+    )
+    unknown = AdapterInfo(
+        name=clip(command, 200),
+        version="(no answer)",
+        language="(no answer)",
+        classes=frozenset(),
+        format_writes=None,
+        format_reads=frozenset(),
+    )
+    results = [CaseResult(case, "not_run", reason=f"not run: {reason}") for case in cases]
+    report = record.build(
+        results,
+        unknown,
+        suite_digest=integrity.digest,
+        started=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+        seconds=0.0,
+    )
+    report["incomplete"] = reason
+    try:
+        _write_reports(args, report)
+    except UsageError as exc:
+        err.write(f"kvconform: error: {exc}\n")
 
 
 def _stop_reason(stopped: BaseException, done: int, total: int) -> str:

@@ -46,6 +46,11 @@ def render(value: object) -> str:
     return json.dumps(str(value), ensure_ascii=False)
 
 
+def clip(text: str, limit: int = 200) -> str:
+    """``text``, cut to ``limit`` characters with a note of its length."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 def render_hashes(values: tuple[int, ...]) -> str:
     """A list of u64 hash results: 16 hexadecimal digits each."""
     return "[" + ", ".join(f"0x{v:016x}" for v in values) + "]"

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from kvconform.rendering import render, render_hashes
+from kvconform.rendering import clip, render, render_hashes
 from kvconform.values import Broken, ErrorValue, Fault, Ok, Outcome, Refused, Signature
 
 
@@ -348,12 +348,22 @@ def show_error(
     return f"error {kind}" + (f" ({', '.join(parts)})" if parts else "")
 
 
+#: The most characters one outcome takes in a failure: an adapter's answer is its own
+#: text, and a hostile one (a list of 400,000 hashes, a message of megabytes) must not
+#: make a report of megabytes.
+DESCRIBED_LIMIT = 4000
+
+
 def describe(outcome: Outcome) -> str:
+    """``outcome`` as a failure shows it, clipped to :data:`DESCRIBED_LIMIT` characters."""
     if isinstance(outcome, Ok):
         if isinstance(outcome.value, bool):
             return "plan valid" if outcome.value else "plan invalid"
-        return "success" if outcome.value is None else f"success: {show(outcome.value)}"
+        if outcome.value is None:
+            return "success"
+        return clip(f"success: {show(outcome.value)}", DESCRIBED_LIMIT)
     if isinstance(outcome, Refused):
         f = outcome.fault
-        return show_error(f.kind, f.field, f.layer, f.values) + f" -- {render(f.message)}"
-    return f"adapter failure: {outcome.reason}"
+        text = show_error(f.kind, f.field, f.layer, f.values) + f" -- {render(f.message)}"
+        return clip(text, DESCRIBED_LIMIT)
+    return clip(f"adapter failure: {outcome.reason}", DESCRIBED_LIMIT)

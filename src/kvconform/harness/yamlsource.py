@@ -22,6 +22,8 @@ from the cache (:mod:`.cache`) needs neither.
 from __future__ import annotations
 
 import json
+import stat
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -89,12 +91,54 @@ def load_yaml(path: Path) -> Document:
 
     text = _read(path)
     fast = _fast_loader()
-    if fast is not None and not yaml.reader.Reader.NON_PRINTABLE.search(text):
+    if (
+        fast is not None
+        and not yaml.reader.Reader.NON_PRINTABLE.search(text)
+        and not _too_deep_for_libyaml(text, fast)
+    ):
         try:
             return _parse(path, text, fast)
         except Exception:
             pass  # the pure loader below decides, and words any error
     return _parse(path, text, yaml.SafeLoader)
+
+
+#: Text this short cannot nest deeply enough to exhaust the C stack in libyaml's
+#: composer (each level takes at least one character; 20,000 levels compose safely).
+_SHALLOW_BY_SIZE = 16_384
+
+
+def _too_deep_for_libyaml(text: str, fast: type[yaml.SafeLoader]) -> bool:
+    """Whether ``text`` nests deeper than :data:`MAX_DEPTH`, or cannot be told.
+
+    libyaml's composer recurses in C, without Python's recursion limit: a small file
+    of 50,000 nested brackets ends the process with a segmentation fault before
+    :func:`_check_shape` could refuse it. Its parser is not recursive, so the events
+    are read first and the depth counted; deep (or unparsable) text goes to the pure
+    loader, which stops at Python's recursion limit and words the error.
+    """
+    if len(text) <= _SHALLOW_BY_SIZE:
+        return False
+    import yaml
+
+    opening = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+    closing = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+    loader = fast(text)
+    depth = 0
+    try:
+        while loader.check_event():
+            event = loader.get_event()  # type: ignore[no-untyped-call]
+            if isinstance(event, opening):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return True
+            elif isinstance(event, closing):
+                depth -= 1
+    except Exception:
+        return True
+    finally:
+        loader.dispose()
+    return False
 
 
 def _fast_loader() -> type[yaml.SafeLoader] | None:
@@ -125,6 +169,8 @@ def _parse(path: Path, text: str, loader_cls: type[yaml.SafeLoader]) -> Document
         data = loader.construct_document(node)
     except RecursionError:
         raise SourceError(str(path), None, "", "not valid YAML: nested too deeply") from None
+    except ValueError as exc:  # a scalar its type cannot hold: a date, a 5,000-digit number
+        raise SourceError(str(path), None, "", f"a value cannot be converted: {exc}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -199,14 +245,33 @@ def load_json(path: Path) -> Document:
         raise SourceError(str(path), exc.lineno, "", f"not valid JSON: {exc.msg}") from None
     except RecursionError:
         raise SourceError(str(path), None, "", "not valid JSON: nested too deeply") from None
+    except ValueError:  # an integer of more digits than int() converts
+        raise SourceError(str(path), None, "", f"not usable JSON: {_TOO_LONG}") from None
     return Document(str(path), data, {})
 
 
+_TOO_LONG = f"a number has more than {sys.get_int_max_str_digits()} digits"
+
+#: The largest data file read (a report of the whole suite with traces is a few MiB).
+MAX_FILE_BYTES = 64 * 1024 * 1024
+
+
 def _read(path: Path) -> str:
+    """The text of the regular file ``path`` (never a device, a FIFO or a directory,
+    which could block or never end), at most :data:`MAX_FILE_BYTES` long."""
     try:
-        return path.read_text(encoding="utf-8")
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise SourceError(str(path), None, "", "cannot be read: not a regular file")
+        with path.open("rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise SourceError(
+                str(path), None, "", f"cannot be read: larger than {MAX_FILE_BYTES} bytes"
+            )
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise SourceError(str(path), None, "", f"cannot be read: {exc}") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
 
 
 def _lines_of(root: yaml.Node) -> dict[PathKey, int]:

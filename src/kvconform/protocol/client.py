@@ -529,8 +529,10 @@ class StdioDriver:
         if got is None and set(response) == {"seq", "failure"}:
             # An adapter that could not read a request at all answers it with seq null.
             return response
-        if got != seq or isinstance(got, bool):
-            raise channel.StreamFault("seq", repr(got), codec.clip(repr(line), 2000))
+        if got != seq or type(got) is not int:  # 1.0 and true are not the integer 1
+            raise channel.StreamFault(
+                "seq", codec.clip(repr(got), 60), codec.clip(repr(line), 2000)
+            )
         return response
 
     def _explain(
@@ -559,6 +561,12 @@ class StdioDriver:
                 what = f"the adapter closed its stdout while the harness awaited {waiting}"
             else:
                 what = f"the adapter exited ({status}) while the harness awaited {waiting}"
+        elif fault.what == "timeout" and (status := proc.exit_text()) != "still running":
+            what = (
+                f"the adapter exited ({status}) but its standard output stayed open (a process "
+                f"it started holds it?) and no answer came within {timeout:g} s: the harness "
+                f"awaited {waiting}"
+            )
         elif fault.what == "timeout":
             what = (
                 f"the adapter did not answer within {timeout:g} s: the harness awaited {waiting}"
@@ -609,6 +617,13 @@ class StdioDriver:
         proc, self._proc = self._proc, None
         if proc is None:
             return
+        try:
+            self._shut_down(proc)
+        finally:  # even when a second Ctrl-C ends the wait: the process group is stopped
+            proc.kill()
+
+    def _shut_down(self, proc: _AdapterProcess) -> None:
+        """Ask for ``shutdown`` and wait for the exit, noting any breach of PROTO-24."""
         grace = min(self.timeout, 2.0)
         try:
             seq = proc.next_seq
@@ -634,7 +649,6 @@ class StdioDriver:
                 f"the adapter exited with status {proc.proc.returncode} after shutdown, "
                 "not 0 (PROTO-24)"
             )
-        proc.kill()
 
     def __enter__(self) -> StdioDriver:
         return self

@@ -20,6 +20,7 @@ from typing import Any
 
 import kvconform
 from kvconform.protocol.operations import BY_CLASS, BY_NAME, FieldKind, Op, ResultKind
+from kvconform.rendering import clip as clip  # re-exported: the protocol clips with it
 from kvconform.values import (
     CLASSES,
     VALIDITY_OUTCOMES,
@@ -96,11 +97,13 @@ def bits_to_wire(bits: int) -> str:
 
 def bits_from_wire(value: object, where: str) -> int:
     if not isinstance(value, str) or not value.startswith("0x") or len(value) != 18:
-        raise WireError(f"{where}: expected '0x' and 16 hex digits, got {value!r}")
+        raise WireError(f"{where}: expected '0x' and 16 hex digits, got {clip(repr(value))}")
     try:
         return int(value, 16)
     except ValueError:
-        raise WireError(f"{where}: expected '0x' and 16 hex digits, got {value!r}") from None
+        raise WireError(
+            f"{where}: expected '0x' and 16 hex digits, got {clip(repr(value))}"
+        ) from None
 
 
 def _mix_to_wire(op: MixOp) -> dict[str, Any]:
@@ -146,7 +149,7 @@ def _mix_from_wire(raw: Mapping[str, Any], where: str) -> MixOp:
         return MixOp("present", raw["value"])
     if kind == "finish":
         return MixOp("finish")
-    raise WireError(f"{where}.op: unknown mix op {kind!r}")
+    raise WireError(f"{where}.op: unknown mix op {clip(repr(kind))}")
 
 
 def param_to_wire(value: Param) -> dict[str, str]:
@@ -171,7 +174,7 @@ def param_from_wire(raw: object, where: str) -> Param:
 
             bits = bits_from_wire(value, f"{where}.f64")
             return float(unpack("<d", bits.to_bytes(8, "little"))[0])
-    raise WireError(f"{where}: expected {{'u64'|'f64'|'str': value}}, got {raw!r}")
+    raise WireError(f"{where}: expected {{'u64'|'f64'|'str': value}}, got {clip(repr(raw))}")
 
 
 def _model_to_wire(spec: ModelSpec) -> dict[str, Any]:
@@ -371,6 +374,10 @@ def fault_from_wire(raw: object, where: str) -> Fault:
     values = _mapping(raw.get("values", {}), f"{where}.values")
     layer = raw.get("layer")
     field_name = raw.get("field")
+    for name, value in values.items():
+        problem = error_value_problem(value)
+        if problem is not None:
+            raise WireError(f"{where}.values.{clip(name, 60)}: {problem}")
     return Fault(
         kind=_str(raw.get("kind"), f"{where}.kind"),
         field=None if field_name is None else _str(field_name, f"{where}.field"),
@@ -381,6 +388,44 @@ def fault_from_wire(raw: object, where: str) -> Fault:
         },
         message=_str(raw.get("message", ""), f"{where}.message"),
     )
+
+
+def error_value_problem(value: object) -> str | None:
+    """Why ``value`` cannot be one of an error's values (PROTO-21), or ``None``.
+
+    A value is a scalar (an integer or a string; ``null``, a boolean or a number with a
+    fraction is left for the judge to find unequal) or a list of integers
+    (``layer_shape``, ``readable``); an object or a nested list never is.
+    """
+    if isinstance(value, list | tuple):
+        if all(type(item) is int for item in value):
+            return None
+        return "expected an integer, a string or a list of integers; got a list of other things"
+    if value is None or isinstance(value, str | int | float):
+        return None
+    return f"expected an integer, a string or a list of integers; got {type(value).__name__}"
+
+
+def fault_problem(fault: Fault) -> str | None:
+    """Why an in-process adapter's ``fault`` could not have come over the wire, or
+    ``None``: in process a refusal is held to the types of PROTO-21 too."""
+    if not isinstance(fault.kind, str):
+        return f"its kind is a {type(fault.kind).__name__}, not a string"
+    if fault.field is not None and not isinstance(fault.field, str):
+        return f"its field is a {type(fault.field).__name__}, not a string"
+    if fault.layer is not None and (type(fault.layer) is not int or fault.layer < 0):
+        return f"its layer is {clip(repr(fault.layer), 60)}, not a non-negative integer"
+    if not isinstance(fault.message, str):
+        return f"its message is a {type(fault.message).__name__}, not a string"
+    if not isinstance(fault.values, Mapping):
+        return f"its values are a {type(fault.values).__name__}, not a mapping"
+    for name, value in fault.values.items():
+        if not isinstance(name, str):
+            return f"a value is named by a {type(name).__name__}, not a string"
+        problem = error_value_problem(value)
+        if problem is not None:
+            return f"its value {clip(name, 60)}: {problem}"
+    return None
 
 
 _Encoder = Callable[[Any], Any]
@@ -456,7 +501,7 @@ def from_wire(raw: Mapping[str, Any]) -> Op:
     name = raw.get("op")
     spec = BY_NAME.get(name) if isinstance(name, str) else None
     if spec is None:
-        raise WireError(f"op: unknown operation {name!r}")
+        raise WireError(f"op: unknown operation {clip(repr(name))}")
     kwargs: dict[str, Any] = {}
     for field in spec.fields:
         where = f"{spec.name}.{field.name}"
@@ -482,19 +527,19 @@ def _list(raw: object, where: str) -> list[Any]:
 
 def _int(raw: object, where: str) -> int:
     if not isinstance(raw, int) or isinstance(raw, bool) or raw < 0:
-        raise WireError(f"{where}: expected a non-negative integer, got {raw!r}")
+        raise WireError(f"{where}: expected a non-negative integer, got {clip(repr(raw))}")
     return raw
 
 
 def _str(raw: object, where: str) -> str:
     if not isinstance(raw, str):
-        raise WireError(f"{where}: expected a string, got {raw!r}")
+        raise WireError(f"{where}: expected a string, got {clip(repr(raw))}")
     return raw
 
 
 def _bool(raw: object, where: str) -> bool:
     if not isinstance(raw, bool):
-        raise WireError(f"{where}: expected true or false, got {raw!r}")
+        raise WireError(f"{where}: expected true or false, got {clip(repr(raw))}")
     return raw
 
 
@@ -664,10 +709,22 @@ def outcome_of(op: Op, response: Mapping[str, Any]) -> Outcome:
             return Refused(fault_from_wire(body, "error"))
     except WireError as exc:
         return Broken(f"malformed response to {op.name}: {exc}")
-    text = body if isinstance(body, str) else json.dumps(body)
+    text = clip(body if isinstance(body, str) else _dumped(body), SHOWN_LIMIT)
     if form == "unsupported":
         return Broken(f"the adapter answered unsupported to {op.name}: {text}")
     return Broken(text if text else f"the adapter answered failure to {op.name} (no message)")
+
+
+#: The most characters of an adapter's own text a failure keeps (a failure message,
+#: an unsupported answer): enough for any message, not a report of megabytes.
+SHOWN_LIMIT = 2000
+
+
+def _dumped(body: object) -> str:
+    try:
+        return json.dumps(body)
+    except (ValueError, RecursionError):
+        return f"(a {type(body).__name__} nested too deeply to show)"
 
 
 # Handshake codec ---------------------------------------------------------------
@@ -698,6 +755,10 @@ _INFO_MEMBERS = frozenset(
 )
 
 
+#: The most characters of an adapter's name, version or language kept for reports.
+INFO_TEXT_LIMIT = 200
+
+
 def info_from_wire(raw: object) -> AdapterInfo:
     """An adapter's self-description from its ``hello`` answer; :class:`~.WireError` if bad."""
     if not isinstance(raw, Mapping):
@@ -711,10 +772,11 @@ def info_from_wire(raw: object) -> AdapterInfo:
     for name in ("name", "version", "language"):
         if not isinstance(raw.get(name), str) or not raw[name]:
             raise WireError(f"hello result.{name}: expected a non-empty string")
-    if raw.get("protocol") != PROTOCOL_VERSION:
+    protocol = raw.get("protocol")
+    if type(protocol) is not int or protocol != PROTOCOL_VERSION:  # not 1.0, not true
         raise WireError(
             f"hello result.protocol: the harness speaks protocol {PROTOCOL_VERSION}, "
-            f"the adapter answered {raw.get('protocol')!r}"
+            f"the adapter answered {clip(ascii(protocol), 60)}"
         )
     classes = raw.get("classes")
     if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
@@ -726,7 +788,7 @@ def info_from_wire(raw: object) -> AdapterInfo:
     unknown = sorted(set(classes) - set(CLASSES))
     if unknown:
         raise WireError(
-            f"hello result.classes: unknown class {', '.join(unknown)} "
+            f"hello result.classes: unknown class {clip(', '.join(map(ascii, unknown)))} "
             f"(the classes are {', '.join(CLASSES)})"
         )
     fmt = raw.get("format")
@@ -757,11 +819,12 @@ def info_from_wire(raw: object) -> AdapterInfo:
     unknown_caps = sorted(set(caps) - {"raw_fold", "dtypes", "key_schema", "uint_bits"})
     if unknown_caps:
         raise WireError(
-            f"hello result.capabilities: unknown capability {', '.join(unknown_caps)} "
+            f"hello result.capabilities: unknown capability "
+            f"{clip(', '.join(map(ascii, unknown_caps)))} "
             "(the capabilities are raw_fold, dtypes, key_schema, uint_bits)"
         )
     uint_bits = caps.get("uint_bits", 64)
-    if uint_bits not in (32, 64) or isinstance(uint_bits, bool):
+    if type(uint_bits) is not int or uint_bits not in (32, 64):
         raise WireError("hello result.capabilities.uint_bits: expected 32 or 64")
     raw_fold = caps.get("raw_fold", True)
     if not isinstance(raw_fold, bool):
@@ -782,10 +845,10 @@ def info_from_wire(raw: object) -> AdapterInfo:
         raise WireError(
             "hello result.capabilities.key_schema: expected {family: {parameter: type}}"
         )
-    info = AdapterInfo(
-        name=raw["name"],
-        version=raw["version"],
-        language=raw["language"],
+    info = AdapterInfo(  # an adapter's own words are kept short enough to show
+        name=clip(raw["name"], INFO_TEXT_LIMIT),
+        version=clip(raw["version"], INFO_TEXT_LIMIT),
+        language=clip(raw["language"], INFO_TEXT_LIMIT),
         classes=frozenset(classes),
         format_writes=writes,
         format_reads=frozenset(reads),
@@ -799,11 +862,6 @@ def info_from_wire(raw: object) -> AdapterInfo:
     if problems:
         raise WireError(f"hello result.{problems[0]}")
     return info
-
-
-def clip(text: str, limit: int = 200) -> str:
-    """``text``, cut to ``limit`` characters with a note of its length."""
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"))

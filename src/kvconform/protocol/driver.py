@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from kvconform.protocol import operations as ops
 from kvconform.protocol.adapter import Adapter
-from kvconform.protocol.codec import result_type_problem
+from kvconform.protocol.codec import SHOWN_LIMIT, clip, fault_problem, result_type_problem
 from kvconform.values import AdapterInfo, Broken, Fault, Ok, Outcome, Refused
 
 
@@ -116,7 +116,7 @@ class InProcessDriver:
             for name in reversed(handles.names()):
                 try:
                     release(self.adapter, handles, name)
-                except Exception:
+                except (Exception, SystemExit):
                     handles.release(name)
 
     def _one(self, handles: Handles, op: ops.Op) -> Outcome:
@@ -124,12 +124,15 @@ class InProcessDriver:
             value = call(self.adapter, handles, op)
         except UnknownHandle as exc:
             return Broken(str(exc))
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() in an adapter ends no run
             return Broken(
-                f"{op.name} raised {type(exc).__name__}: {exc}",
-                "".join(traceback.format_exception(exc)),
+                clip(f"{op.name} raised {type(exc).__name__}: {exc}", SHOWN_LIMIT),
+                clip("".join(traceback.format_exception(exc)), 20 * SHOWN_LIMIT),
             )
         if isinstance(value, Fault):
+            problem = fault_problem(value)
+            if problem is not None:  # what the wire could not carry (PROTO-21)
+                return Broken(f"malformed refusal from {op.name}: {problem}")
             return Refused(value)
         kind = type(op).result
         if kind == "null":

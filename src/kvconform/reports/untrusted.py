@@ -7,8 +7,9 @@ Python string (lone surrogates included) and returns text that renders as
 itself in one medium, without raising:
 
 - :func:`visible` -- for a terminal or a plain-text file: C0 and C1 control
-  characters (ESC, NUL, CR, ...) and lone surrogates written as escapes
-  (``\\x1b``, ``\\ud800``); newline and tab kept.
+  characters (ESC, NUL, CR, ...), lone surrogates, bidirectional controls and the
+  Unicode line separators written as escapes (``\\x1b``, ``\\ud800``, ``\\u202e``);
+  newline and tab kept.
 - :func:`xml` -- legal XML 1.0 character data (what JUnit consumers parse).
 - :func:`markdown` -- inert inline Markdown: one line, every character that could
   open a heading, link, image, emphasis, code span, HTML tag or comment, or break
@@ -29,7 +30,13 @@ _KEPT = {ord("\t"): None, ord("\n"): None}
 @cache
 def _unshowable() -> re.Pattern[str]:
     """What :func:`visible` escapes (compiled when first needed: most text has none of it)."""
-    return re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+    return re.compile(
+        r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff"
+        # directional marks, embeddings, overrides and isolates, which can make the
+        # harness's own words that follow read reversed (CVE-2021-42574), and the
+        # Unicode line and paragraph separators, which break a line in some viewers
+        r"\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]"
+    )
 
 
 def _escape(match: re.Match[str]) -> str:
