@@ -75,6 +75,7 @@ MODULES = (
     "verify",
     "errors",
     "teeth",
+    "widths",
 )
 
 

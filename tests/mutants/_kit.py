@@ -188,9 +188,15 @@ def _masked(value: int, mask: int) -> int:
     return value & mask
 
 
+#: The most token ids a built step holds: a probe may ask for a step of 2^32 + 1 tokens
+#: (plan.key-refusals.high-bits-of-every-count), whose width the key reads from the
+#: identity; only over-keying mutants read the ids themselves.
+_STEP_IDS = 1 << 16
+
+
 def build_step(step_tokens: int) -> plan.StepInputs:
     """The step a plan is built for: the harness's default step of that width."""
-    return plan.StepInputs(token_ids=(1,) * step_tokens)
+    return plan.StepInputs(token_ids=(1,) * min(step_tokens, _STEP_IDS))
 
 
 def reference_step(step: values.StepInputs) -> plan.StepInputs:
@@ -281,6 +287,11 @@ class ModelAdapter(ReferenceAdapter):
 
     def model_new(self, spec: values.ModelSpec) -> model.Model:
         return self.model_cls(model_config(spec))
+
+
+def declaring(info: values.AdapterInfo, **options: str) -> values.AdapterInfo:
+    """``info`` declaring ``options`` too (CONF-6)."""
+    return replace(info, options={**info.options, **options})
 
 
 class CacheAdapter(ReferenceAdapter):

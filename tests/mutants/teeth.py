@@ -34,15 +34,12 @@ from ._kit import (
     ModelAdapter,
     PlanAdapter,
     compare,
+    declaring,
     incompatible,
     payload_mismatch,
 )
 
 _MASK = (1 << 64) - 1
-
-
-def _declaring(info: AdapterInfo, **options: str) -> AdapterInfo:
-    return replace(info, options={**info.options, **options})
 
 
 # --- HASH-12: integers outside the u64 range -----------------------------------
@@ -511,7 +508,7 @@ class VerifyStampLabelNormalisedOnDecode(BlockAdapter):
 
 class _TruncateRefuse(CacheAdapter):
     def describe(self) -> AdapterInfo:
-        return _declaring(super().describe(), truncate_past_length="refuse")
+        return declaring(super().describe(), truncate_past_length="refuse")
 
 
 @mutant(
@@ -617,7 +614,7 @@ class AppendGrowKeepsAllocId(CacheAdapter):
     cache_cls = _GrowsKeepingId
 
     def describe(self) -> AdapterInfo:
-        return _declaring(super().describe(), append_past_capacity="grow")
+        return declaring(super().describe(), append_past_capacity="grow")
 
 
 class _GrowsMintingAlways(kv_cache.KvCache):
@@ -643,7 +640,7 @@ class AppendGrowMintsOnEveryAppend(CacheAdapter):
     cache_cls = _GrowsMintingAlways
 
     def describe(self) -> AdapterInfo:
-        return _declaring(super().describe(), append_past_capacity="grow")
+        return declaring(super().describe(), append_past_capacity="grow")
 
 
 class _WrappingCapacityCheck(kv_cache.KvCache):
@@ -689,7 +686,7 @@ class AppendGrowSumWraps(CacheAdapter):
     cache_cls = _GrowsWrapping
 
     def describe(self) -> AdapterInfo:
-        return _declaring(super().describe(), append_past_capacity="grow")
+        return declaring(super().describe(), append_past_capacity="grow")
 
 
 class _FullGuard(kv_cache.KvCache):
@@ -757,7 +754,7 @@ class AppendGrowChecksTheOriginalCapacity(CacheAdapter):
     cache_cls = _GrowsFromTheOriginalCapacity
 
     def describe(self) -> AdapterInfo:
-        return _declaring(super().describe(), append_past_capacity="grow")
+        return declaring(super().describe(), append_past_capacity="grow")
 
 
 # --- ALLOC-18: the clear's fresh id -----------------------------------------------------
@@ -807,7 +804,7 @@ class ClearLazyIdReadIsStale(CacheAdapter):
     cache_cls = _LazyStaleRead
 
     def describe(self) -> AdapterInfo:
-        return _declaring(super().describe(), clear_mints="lazy")
+        return declaring(super().describe(), clear_mints="lazy")
 
 
 class _LazyPlanReadsTheField(_LazyStaleRead):
@@ -833,7 +830,7 @@ class ClearLazyPlanReadsTheStoredId(CacheAdapter):
     cache_cls = _LazyPlanReadsTheField
 
     def describe(self) -> AdapterInfo:
-        return _declaring(super().describe(), clear_mints="lazy")
+        return declaring(super().describe(), clear_mints="lazy")
 
     def cache_alloc_id(self, cache: kv_cache.KvCache) -> int:
         assert isinstance(cache, _LazyPlanReadsTheField)
@@ -869,7 +866,7 @@ class ClearLazyLengthResetAtAllocation(CacheAdapter):
     cache_cls = _LazyLengthAtAllocation
 
     def describe(self) -> AdapterInfo:
-        return _declaring(super().describe(), clear_mints="lazy")
+        return declaring(super().describe(), clear_mints="lazy")
 
 
 class _ClearBumpsLocally(kv_cache.KvCache):
@@ -922,7 +919,7 @@ class ClearTakesADroppedCachesId(CacheAdapter):
 
 class _RemintsDeclared(ModelAdapter):
     def describe(self) -> AdapterInfo:
-        return _declaring(super().describe(), hook_toggle="remints_instance")
+        return declaring(super().describe(), hook_toggle="remints_instance")
 
 
 @mutant(
@@ -981,7 +978,7 @@ class HookRemintsMemoisedPerState(_RemintsDeclared):
 )
 class PlanKeyImpliedDropsAllGeometry(PlanAdapter):
     def describe(self) -> AdapterInfo:
-        return _declaring(super().describe(), plan_key_cache_heads="implied")
+        return declaring(super().describe(), plan_key_cache_heads="implied")
 
     def key(
         self, ident: plan.PlanIdentity, cache: kv_cache.KvCache | None, step: plan.StepInputs
