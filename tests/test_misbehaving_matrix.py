@@ -76,7 +76,8 @@ def test_a_misbehaving_adapter_through_the_whole_command(
     reports = tmp_path / "reports"
     done = subprocess.run(
         [sys.executable, "-m", "kvconform", "run", "--adapter-cmd", adapter, "--area", "identity",
-         "--timeout", "2", "--quiet", "--report-dir", str(reports)],
+         "--timeout", "2", "--quiet", "--report-dir", str(reports),
+         "--trace", str(reports / "trace.txt")],
         capture_output=True, timeout=300, check=False,
     )  # fmt: skip
     out, err = done.stdout.decode("utf-8"), done.stderr.decode("utf-8")

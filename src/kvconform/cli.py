@@ -520,12 +520,18 @@ def _preflight(args: argparse.Namespace) -> None:
         _writable_dir(args.export_counterexamples, "--export-counterexamples")
 
 
+#: The most characters of one traced line kept (a line may be 16 MiB; every report
+#: carries a failing case's trace).
+_TRACE_LINE_LIMIT = 4000
+
+
 def _with_wire(result: CaseResult, wire: Sequence[tuple[str, bytes]]) -> CaseResult:
     """The case's trace as the exact lines on the wire, each beside the step that sent it.
 
     Requests and responses pair up in order (a program is sent whole, then read);
     the last pair is the ``reset`` that ends the program. Lines are shown as the
-    adapter wrote them, control characters escaped (:mod:`.reports.untrusted`).
+    adapter wrote them, control characters escaped (:mod:`.reports.untrusted`), each
+    clipped to :data:`_TRACE_LINE_LIMIT` characters with a note of its length.
     """
 
     if not wire:
@@ -539,7 +545,8 @@ def _with_wire(result: CaseResult, wire: Sequence[tuple[str, bytes]]) -> CaseRes
         lines.append(f"{index + 1:>3} {label}")
         for mark, side in ((">", sent), ("<", received)):
             text = side[index].decode("utf-8", "backslashreplace") if index < len(side) else ""
-            lines.append(f"    {mark} {one_line(text) if text else '(nothing)'}")
+            shown = one_line(clip(text, _TRACE_LINE_LIMIT)) if text else "(nothing)"
+            lines.append(f"    {mark} {shown}")
     return dataclasses.replace(result, trace=tuple(lines))
 
 

@@ -289,7 +289,7 @@ class StdioDriver:
             proc.kill()
             raise AdapterStartError(
                 f"the restarted adapter {command} describes itself differently: "
-                f"{info} instead of {self._info}"
+                + codec.clip(f"{info} instead of {self._info}", codec.SHOWN_LIMIT)
             )
         self._info = info
         return proc
