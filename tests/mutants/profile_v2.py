@@ -21,7 +21,7 @@ from kvconform import values
 from kvconform.adapters.reference import ReferenceAdapter
 
 from . import mutant
-from ._kit import LayoutAdapter, LayoutMeasurer, LayoutVerifier, MeasureUnder
+from ._kit import LayoutAdapter, LayoutMeasurer, LayoutVerifier, MeasureUnder, incompatible
 
 # --- PROF-5 .. PROF-7: the layout ---------------------------------------------------
 
@@ -549,3 +549,68 @@ class ProfLayoutCheckedBeforeRepresentability(ReferenceAdapter):
                         "unrepresentable", name, None, {"found": found}, f"{name} {found} > u32"
                     )
         return super().verify(recorded, payload, expected)
+
+
+class _WindowAtLeast(LayoutVerifier):
+    def compare(
+        self,
+        claim: CacheSignature,
+        actual: CacheSignature,
+        fields: Sequence[str],
+        error: Callable[[str, Any, Any], errors.SignatureError],
+    ) -> None:
+        wanted, written = claim.field_value("sliding_window"), actual.field_value("sliding_window")
+        comparable = error is incompatible and wanted is not None and written is not None
+        if comparable and written >= wanted:  # MUTATION: "the block saw at least as much"
+            fields = [name for name in fields if name != "sliding_window"]
+        super().compare(claim, actual, fields, error)
+
+
+@mutant(
+    "prof-window-compatible-when-larger",
+    breaks=("PROF-10", "VERIFY-11"),
+    half="under",
+    plausible="a block written under a larger window 'holds everything' a smaller-window "
+    "reader needs, so windows are compared as at least; but its positions were computed "
+    "under another mask than the reader's model uses",
+)
+class ProfWindowCompatibleWhenLarger(LayoutAdapter):
+    verifier = _WindowAtLeast()
+
+
+class _WindowBeforeBlockSize(LayoutVerifier):
+    def fields(self, rules: FormatProfile) -> Sequence[str]:
+        order = [name for name in rules.fields if name != "sliding_window"]
+        if "sliding_window" in rules.fields:  # MUTATION: the window before the block size
+            order.insert(order.index("block_size"), "sliding_window")
+        return order
+
+
+@mutant(
+    "prof-window-compared-before-block-size",
+    breaks=("PROF-10", "ERR-3"),
+    half="contract",
+    plausible="the layout is compared as one record in the order it is declared in the "
+    "header (window, then block size); a block differing in both is then reported on the "
+    "window",
+)
+class ProfWindowComparedBeforeBlockSize(LayoutAdapter):
+    verifier = _WindowBeforeBlockSize()
+
+
+class _WholeBlocks(LayoutMeasurer):
+    def check_whole_block(self, layout: BlockLayout | None, tokens: int) -> None:
+        if layout is not None and (tokens == 0 or tokens % layout.block_size):  # MUTATION
+            raise errors.BlockSizeMismatch(block_size=layout.block_size, tokens=tokens)
+
+
+@mutant(
+    "prof-whole-number-of-blocks-accepted",
+    breaks=("PROF-8",),
+    half="under",
+    plausible="'a block is whole' is checked as 'the tokens fill whole blocks' (a paged "
+    "allocator's test); a payload of two blocks is then stamped as one, and a reader "
+    "indexing the stamp as one block reads half of it",
+)
+class ProfWholeNumberOfBlocksAccepted(LayoutAdapter):
+    measurer = _WholeBlocks()

@@ -544,3 +544,19 @@ class VerifyScrubsARefusedPayload(BlockAdapter):
                 layer.k[:] = 0
                 layer.v[:] = 0
             raise
+
+
+@mutant(
+    "verify-empty-model-taken-from-the-reader",
+    breaks=("VERIFY-6", "VERIFY-5", "SIG-3"),
+    half="under",
+    plausible="an empty label decodes as 'not recorded' (an Option read from a C string) "
+    "and is filled in from the reader's expectation, so a block stamped with no model is a "
+    "hit for every model",
+)
+class VerifyEmptyModelTakenFromTheReader(BlockAdapter):
+    def verify_block(self, block: UnverifiedBlock, expected: CacheSignature) -> KvBlock:
+        recorded = block.signature
+        if recorded is not None and recorded.model == "":  # MUTATION
+            block = UnverifiedBlock(replace(recorded, model=expected.model), block.layers)
+        return super().verify_block(block, expected)
