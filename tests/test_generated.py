@@ -540,7 +540,7 @@ def test_run_generated_fails_and_exports_against_a_mutant(
             ["run", "--allow-modified", "--export-counterexamples", "x"],
             "--export-counterexamples needs --generated",
         ),
-        (["run", "--allow-modified", "--generated", "0"], "must be at least 1"),
+        (["run", "--allow-modified", "--generated", "0"], "expected 1 .. 1000000"),
     ],
 )
 def test_generated_options_are_checked(argv: list[str], fragment: str) -> None:

@@ -218,7 +218,10 @@ def test_the_requirement_index_finds_a_first_line_and_neighbouring_lines(
 # Text made visible ----------------------------------------------------------------
 
 
-_UNSHOWABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+_UNSHOWABLE = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff"
+    r"\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]"  # bidi controls, separators
+)
 
 
 def _plain_visible(text: str) -> str:
