@@ -13,6 +13,9 @@
   (declares ``raw_fold: false``, HASH-14); a ``bytes`` mix is an adapter error.
 - ``dtype-enum-v2`` and ``u32-counts-v2``: the first two as profile-v2 readers, where
   the representability check (2a) comes before the recorded layout's (2b, VERIFY-10).
+- ``u32-layout-v2``: ``u32-counts-v2`` whose writer holds its layout in u32 fields too,
+  refusing to measure or stamp under a layout above 2^32-1 (found by the false-alarm
+  audit of 2.5.0: such a case is not applicable to it, CONF-7).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import replace
 from enum import Enum
 
 from kvconform.adapters.reference import ReferenceAdapter
-from kvconform.values import AdapterInfo, Fault, MixOp, Payload, Signature
+from kvconform.values import AdapterInfo, Fault, Layout, MixOp, Payload, Signature
 
 from . import variant
 
@@ -169,3 +172,35 @@ class U32CountsV2(U32Counts):
 
     def describe(self) -> AdapterInfo:
         return replace(super().describe(), name="u32-counts-v2")
+
+
+@variant(
+    "u32-layout-v2",
+    "u32-counts-v2 whose writer also holds a layout in u32 header fields (as upstream "
+    "ferrox's v2 disk header does): a layout above 2^32-1 to measure or stamp is refused",
+)
+class U32LayoutV2(U32CountsV2):
+    def describe(self) -> AdapterInfo:
+        return replace(super().describe(), name="u32-layout-v2")
+
+    def measure(
+        self, model_name: str, payload: Payload, *, layout: Layout | None = None
+    ) -> Signature | Fault:
+        _layout_fits(layout)
+        return super().measure(model_name, payload, layout=layout)
+
+    def stamp(
+        self, model_name: str, payload: Payload, *, layout: Layout | None = None
+    ) -> Signature | Fault:
+        _layout_fits(layout)
+        return super().stamp(model_name, payload, layout=layout)
+
+
+def _layout_fits(layout: Layout | None) -> None:
+    """A writer's layout as a u32 header holds it: one that does not fit is no layout."""
+    if layout is None:
+        return
+    for name in ("block_size", "sliding_window"):
+        value = getattr(layout, name)
+        if value is not None and value > _U32_MAX:
+            raise OverflowError(f"the layout's {name} {value} does not fit a u32 field")

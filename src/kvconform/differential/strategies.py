@@ -34,7 +34,7 @@ import random
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from hypothesis import strategies as st
 
@@ -928,6 +928,8 @@ class _KeyBuilder:
 
         if fits or src.integer(0, 1) == 0:
             layer = src.integer(0, g.n_layers - 1)
+        elif src.integer(0, 3) == 0:  # out of range, not one of the layers (ALLOC-9)
+            layer = _ABOVE_32_BITS + src.integer(0, g.n_layers - 1)
         else:
             layer = src.integer(g.n_layers, g.n_layers + 2)
         self.ops.append(
@@ -1095,7 +1097,10 @@ class _KeyBuilder:
         if room < 1 and not self.scope.append_past_capacity:
             return
         if self.scope.append_past_capacity and self.src.integer(0, 1) == 1:
-            tokens = self.src.integer(room + 1, room + 3)
+            if self.src.integer(0, 3) == 0:  # refused whole, not taken as 1 to 3 (ALLOC-16)
+                tokens = _ABOVE_32_BITS + self.src.integer(1, 3)
+            else:
+                tokens = self.src.integer(room + 1, room + 3)
         else:
             tokens = self.src.integer(1, max(1, room))
         tokens = max(1, tokens)
@@ -1108,6 +1113,8 @@ class _KeyBuilder:
         cache = self.caches[name]
         past = 3 if self.scope.truncate_past_length else 0
         length = self.src.integer(0, cache.length + past)
+        if past and self.src.integer(0, 7) == 0:  # past the length, not a rewind (ALLOC-15)
+            length = _ABOVE_32_BITS + self.src.integer(0, cache.length)
         cache.length = min(cache.length, length)
         self.ops.append(ops.CacheTruncate(cache=name, length=length))
         self.maybe_read(name)
@@ -1236,6 +1243,9 @@ _RETYPED: tuple[tuple[Param, Param], ...] = (
     (32, "32"),
 )
 
+#: Added to a small count, a value equal to it in the low 32 bits.
+_ABOVE_32_BITS = 1 << 32
+
 _VARIATIONS = (
     "same",
     "family",
@@ -1250,6 +1260,7 @@ _VARIATIONS = (
     "geometry",
     "dtype",
     "step",
+    "high-bits",
 )
 
 
@@ -1321,6 +1332,17 @@ def vary_identity(src: Source, base: PlanIdentity) -> list[PlanIdentity]:
         return [replace(base, geometry=replace(g, dtype=dtype))]
     if what == "step":
         return [replace(base, step_tokens=src.integer(1, 4))]
+    if what == "high-bits":  # equal in the low 32 bits: a count held in 32 bits (PLAN-16)
+        target = pick(src, ("param", "geometry", "step"))
+        ints = [n for n, v in params.items() if type(v) is int and v <= U64_MAX - _ABOVE_32_BITS]
+        if target == "param" and ints:
+            name = pick(src, ints)
+            params[name] = cast(int, params[name]) + _ABOVE_32_BITS
+            return with_model(params=tuple(params.items()))
+        if target == "geometry":
+            name = pick(src, ("n_layers", "n_kv_heads", "head_dim"))
+            return [replace(base, geometry=replace(g, **{name: getattr(g, name) + _ABOVE_32_BITS}))]
+        return [replace(base, step_tokens=base.step_tokens + _ABOVE_32_BITS)]
     return [base]
 
 

@@ -71,7 +71,7 @@ def capability_missing(case: Case, info: AdapterInfo) -> str | None:
         if too_wide:
             return (
                 f"{too_wide} does not fit the {info.uint_bits}-bit counts {info.name} holds "
-                "(capabilities.uint_bits, SIG-14)"
+                "(capabilities.uint_bits, CONF-7)"
             )
     return None
 
@@ -86,6 +86,13 @@ def _too_wide_for_reader(op: ops.Op, info: AdapterInfo) -> str | None:
         for name in ("n_kv_heads", "head_dim", "seq_len", "k_len", "v_len"):
             if getattr(layer, name) > limit:
                 return f"the payload's layer {index} {name} {getattr(layer, name)}"
+    if isinstance(op, ops.Measure | ops.Stamp) and op.layout is not None:
+        # A writer's layout is held like its counts; a reader's (in a stamp) must be held
+        # whole, since VERIFY-10's representability check leaves the layout out.
+        for name in ("block_size", "sliding_window"):
+            value = getattr(op.layout, name)
+            if value is not None and value > limit:
+                return f"the writer's layout {name} {value}"
     if isinstance(op, ops.Verify):
         for name in _COUNT_FIELDS:
             if getattr(op.expected, name) > limit:
