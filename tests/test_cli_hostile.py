@@ -11,6 +11,7 @@ import io
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -501,3 +502,88 @@ def test_an_adapter_that_cannot_start_leaves_no_earlier_verdict_in_its_reports(
     assert report["incomplete"].startswith("the adapter could not start")
     assert report["summary"]["not_run"] == report["summary"]["total"] > 0
     assert "INCOMPLETE RUN" in (tmp_path / "summary.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["inprocess_misbehaving:exits_when_made", "inprocess_misbehaving:DescribeRaisesGeneratorExit"],
+)
+def test_an_in_process_adapter_that_cannot_start_is_exit_3_with_reports(
+    tmp_path: Path, spec: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    (tmp_path / "report.json").write_text('{"stale": "from the previous run"}', encoding="utf-8")
+    status, _, err = run("run", "--adapter", spec, "--quiet", "--report-dir", str(tmp_path))
+    assert status == cli.EXIT_ADAPTER, (status, err)
+    assert err.count("\n") == 1 and "failed to start" in err, err  # the forged line is inert
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert report["summary"]["not_run"] == report["summary"]["total"] > 0
+
+
+def test_an_output_that_is_no_regular_file_is_never_replaced(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    link = tmp_path / "link.md"
+    link.symlink_to(tmp_path / "elsewhere.md")
+    for flag, path in (("--json", fifo), ("--markdown", link)):
+        status, _, err = run("run", "--area", "hash", "--quiet", flag, str(path))
+        assert status == cli.EXIT_USAGE and "not a regular file" in err, err
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and link.is_symlink()
+    assert not (tmp_path / "elsewhere.md").exists()
+
+
+def test_an_output_that_cannot_be_written_after_the_run_leaves_the_others_and_the_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kvconform.reports import files, junit
+
+    def disk_full(report: object, path: Path) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(junit, "write", disk_full)
+    status, out, err = run(
+        "run", "--area", "hash", "--quiet", "--report-dir", str(tmp_path),
+        "--write-expectations", str(tmp_path / "known.yaml"),
+    )  # fmt: skip
+    assert status == cli.EXIT_USAGE, (status, err)
+    assert "cannot write the junit report" in err and "CONFORMANT" in out
+    assert (tmp_path / "report.json").is_file() and (tmp_path / "summary.md").is_file()
+    assert (tmp_path / "known.yaml").is_file() and not (tmp_path / "report.xml").exists()
+    assert files.write_atomic  # the others went through the atomic writer
+
+
+def test_the_plugin_finds_an_exported_counterexample_behind_its_header(tmp_path: Path) -> None:
+    from kvconform import plugin
+
+    exported = tmp_path / "hash.generated.0123456789.yaml"
+    header = "".join(
+        f"# line {i} of a long header naming the adapter's command\n" for i in range(40)
+    )
+    exported.write_text(header + "kvconform: scenarios/2\narea: hash\n", encoding="utf-8")
+    assert plugin._sniff(exported) == "scenarios"
+    other = tmp_path / "config.yaml"
+    other.write_text("name: x\n# kvconform: scenarios/2\n", encoding="utf-8")
+    assert plugin._sniff(other) is None
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    assert plugin._sniff(fifo) is None  # never opened: it would wait for a writer
+
+
+def test_compare_shows_a_failure_once_however_often_a_report_lists_it(tmp_path: Path) -> None:
+    report_path = tmp_path / "r.json"
+    run(
+        "run", "--adapter", "tests.mutants.hash:HashFnv1Order", "--area", "hash", "--quiet",
+        "--json", str(report_path),
+    )  # fmt: skip
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    failed = next(r for r in report["results"] if r["verdict"] == "failed")
+    failed["failure"]["text"] = "X" * 100_000
+    report["requirements"] = {
+        f"HASH-{i}": {"verdict": "failed", "cases": 50, "failed": [failed["id"]] * 50}
+        for i in range(1, 40)
+    }
+    report_path.write_text(json.dumps(report), encoding="utf-8")
+    status, _, err = run("compare", "-o", str(tmp_path / "c.html"), str(report_path))
+    assert status == cli.EXIT_OK, err
+    page = (tmp_path / "c.html").read_text(encoding="utf-8")
+    assert page.count("X" * 8000) == 1 and len(page) < 1_000_000

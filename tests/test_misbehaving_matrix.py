@@ -53,6 +53,8 @@ MATRIX = [
     ("forged-hello", [], START, "unknown class"),
     ("float-protocol", [], START, "protocol"),
     ("float-seq", [], FAILED, "seq"),
+    ("forged-refusal", [], START, "refused the handshake"),
+    ("forged-name", [], 0, ""),
     (
         "exit-child-holds",
         ["--once", "{marker}"],
@@ -87,6 +89,8 @@ def test_a_misbehaving_adapter_through_the_whole_command(
     if said:
         assert re.search(said, out + err, re.IGNORECASE), (said, out[-3000:], err[-1000:])
     assert "\u202e" not in out + err and "CONFORMANT\n" not in err
+    forged = [line for line in (out + err).splitlines() if line.startswith("kvconform: 696")]
+    assert not forged and "\nkvconform: forged" not in out + err, forged
     assert len(out) + len(err) < REPORT_BYTES
     if status == START:  # one line, then the adapter's last stderr lines, quoted
         first, *quoted = err.strip().splitlines()

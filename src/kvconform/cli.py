@@ -36,7 +36,7 @@ import sys
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO, cast
 
@@ -48,6 +48,7 @@ from kvconform.harness.scenario import Case
 from kvconform.harness.yamlsource import SourceError
 from kvconform.protocol.driver import Driver, InProcessDriver
 from kvconform.rendering import clip
+from kvconform.reports.files import refuse_replacing
 from kvconform.reports.untrusted import one_line, visible
 from kvconform.values import CLASSES, OPTIONS, AdapterInfo
 
@@ -76,8 +77,9 @@ class Unresponsive(Exception):
     """The adapter was given up (it timed out program after program): exit status 3."""
 
 
-class Stopped(BaseException):
-    """SIGTERM or SIGHUP: stop as SIGINT does (a BaseException, like KeyboardInterrupt)."""
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: stop as SIGINT does (a KeyboardInterrupt, so that everything
+    that lets an interrupt through, the in-process driver included, lets it through)."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
@@ -419,10 +421,11 @@ def _driver(args: argparse.Namespace) -> Driver:
         return InProcessDriver(load_adapter(spec))
     except AdapterSpecError as exc:
         raise UsageError(str(exc)) from None
-    except Exception as exc:
-        raise AdapterStartFailed(
-            f"adapter {spec!r} failed to start: {type(exc).__name__}: {exc}"
-        ) from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # its import, factory or describe(); sys.exit() included
+        said = one_line(clip(f"{type(exc).__name__}: {exc}", 2000))
+        raise AdapterStartFailed(f"adapter {spec!r} failed to start: {said}") from None
 
 
 class Progress:
@@ -510,6 +513,10 @@ def _preflight(args: argparse.Namespace) -> None:
     for index, (what, path) in enumerate(outputs):
         if path.is_dir():
             raise UsageError(f"{what}: {path} is a directory")
+        try:
+            refuse_replacing(path)
+        except OSError as exc:
+            raise UsageError(f"{what}: {exc}") from None
         _writable_dir(path.parent, what, create=False)
         for other, other_path in outputs[:index]:
             if _same_file(path, other_path):
@@ -550,10 +557,8 @@ def _with_wire(result: CaseResult, wire: Sequence[tuple[str, bytes]]) -> CaseRes
     return dataclasses.replace(result, trace=tuple(lines))
 
 
-def _write_trace(path: Path, results: Sequence[CaseResult]) -> None:
+def _write_trace(path: Path, results: Sequence[CaseResult]) -> list[str]:
     """Every traced case, in run order: its verdict, then each exchange (``--trace``)."""
-    from kvconform.reports.files import write_atomic
-
     lines = ["# kvconform trace: > what the harness sent, < what came back", ""]
     for result in results:
         if not result.trace:
@@ -561,10 +566,7 @@ def _write_trace(path: Path, results: Sequence[CaseResult]) -> None:
         lines.append(f"{result.case.kind} {result.case.id}: {result.verdict}")
         lines += [f"  {line}" for line in result.trace]
         lines.append("")
-    try:
-        write_atomic(path, "\n".join(lines))
-    except OSError as exc:
-        raise UsageError(f"cannot write the trace {path}: {exc}") from None
+    return _write_output("the trace", path, "\n".join(lines))
 
 
 def _adapter_argv(command: str) -> list[str]:
@@ -725,23 +727,29 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         report["adapter"]["incidents"] = list(incidents)
     if incomplete is not None:
         report["incomplete"] = incomplete
-    _write_reports(args, report)
-    if args.trace is not None:
-        _write_trace(args.trace, results)
+    with _signals_held():  # every output of this run, or (after a signal) none changed
+        unwritten = _write_reports(args, report)
+        if args.trace is not None:
+            unwritten += _write_trace(args.trace, results)
+        if stopped is None and args.write_expectations:
+            from kvconform.harness import expectations as expectations_mod
+
+            text, n = expectations_mod.render(results)
+            unwritten += _write_output("--write-expectations", args.write_expectations, text)
+            if not unwritten:
+                err.write(f"wrote {n} known failure(s) to {args.write_expectations}\n")
     if stopped is not None:
         _print_summary(report, results, args, integrity, out)
+        _say_unwritten(unwritten, err)
         err.write(f"kvconform: {report['incomplete']}\n")
         if isinstance(stopped, KeyboardInterrupt | Stopped):
             return EXIT_INTERRUPTED
         if isinstance(stopped, Unresponsive):
             return EXIT_ADAPTER
         return EXIT_INTERNAL
-    if args.write_expectations:
-        from kvconform.harness import expectations as expectations_mod
-
-        n = expectations_mod.write(args.write_expectations, results)
-        err.write(f"wrote {n} known failure(s) to {args.write_expectations}\n")
     _print_summary(report, results, args, integrity, out)
+    if _say_unwritten(unwritten, err):
+        return EXIT_USAGE
     if generated is not None:
         out.write(
             f"generated checks: {generated.examples} example(s) per property, seed "
@@ -884,10 +892,8 @@ def _report_no_start(
         seconds=0.0,
     )
     report["incomplete"] = reason
-    try:
-        _write_reports(args, report)
-    except UsageError as exc:
-        err.write(f"kvconform: error: {exc}\n")
+    with _signals_held():
+        _say_unwritten(_write_reports(args, report), err)
 
 
 def _stop_reason(stopped: BaseException, done: int, total: int) -> str:
@@ -906,10 +912,11 @@ def _stop_reason(stopped: BaseException, done: int, total: int) -> str:
     )
 
 
-def _write_reports(args: argparse.Namespace, report: dict[str, object]) -> None:
+def _write_reports(args: argparse.Namespace, report: dict[str, object]) -> list[str]:
+    """Write every report of the run; one line for each that could not be written."""
     targets = _output_paths(args)
     if not targets:
-        return
+        return []
     from kvconform.reports import html, junit, markdown, record
 
     writers = {
@@ -918,11 +925,46 @@ def _write_reports(args: argparse.Namespace, report: dict[str, object]) -> None:
         "markdown": markdown.write,
         "html": html.write_run,
     }
-    for kind, path in targets.items():
+    unwritten = []
+    for kind, path in targets.items():  # each one attempted, whatever became of the others
         try:
             writers[kind](report, path)
         except OSError as exc:
-            raise UsageError(f"cannot write the {kind} report to {path}: {exc}") from None
+            unwritten.append(f"cannot write the {kind} report to {path}: {exc}")
+    return unwritten
+
+
+def _write_output(what: str, path: Path, text: str) -> list[str]:
+    """Write one output of the run whole (or not at all); what went wrong, if anything."""
+    from kvconform.reports.files import write_atomic
+
+    try:
+        write_atomic(path, text)
+    except OSError as exc:
+        return [f"cannot write {what} to {path}: {exc}"]
+    return []
+
+
+def _say_unwritten(unwritten: Sequence[str], err: TextIO) -> bool:
+    """One line per output that could not be written after the run (exit status 2)."""
+    for line in unwritten:
+        err.write(f"kvconform: error: {line}\n")
+    return bool(unwritten)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP wait while the outputs are written: a signal then
+    stops the command after them, never between two reports of one run."""
+    held = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
 
 
 def _print_summary(

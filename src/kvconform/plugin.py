@@ -13,6 +13,7 @@ class the adapter does not declare is skipped with that reason, never passed.
 from __future__ import annotations
 
 import shlex
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ from kvconform.harness.scenario import Case
 from kvconform.harness.yamlsource import SourceError
 from kvconform.protocol.client import AdapterStartError, StdioDriver
 from kvconform.protocol.driver import Driver, InProcessDriver
+from kvconform.rendering import clip
+from kvconform.reports.untrusted import one_line
 
 _DRIVER = pytest.StashKey[Driver]()
 _SEEN = pytest.StashKey[dict[str, str]]()
@@ -111,8 +114,11 @@ def driver_for(config: pytest.Config) -> Driver:
                 driver = InProcessDriver(load_adapter(spec))
             except AdapterSpecError as exc:
                 raise pytest.UsageError(str(exc)) from None
-            except (TypeError, ValueError) as exc:
-                raise pytest.UsageError(f"--kv-adapter {spec}: {exc}") from None
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # its import, factory or describe(); sys.exit()
+                said = one_line(clip(f"{type(exc).__name__}: {exc}", 2000))
+                raise pytest.UsageError(f"--kv-adapter {spec}: {said}") from None
         config.stash[_DRIVER] = driver
     return driver
 
@@ -139,17 +145,31 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         driver_for(session.config)
 
 
+#: How much of a ``.yaml``/``.json`` file the plugin reads to tell whether it is a
+#: kvconform data file: an exported counterexample opens with a comment header of
+#: several hundred characters (and the adapter's command) before its format line.
+_SNIFF_BYTES = 8192
+
+
 def _sniff(path: Path) -> str | None:
-    """``scenarios`` or ``vectors`` when ``path`` is a kvconform data file."""
+    """``scenarios`` or ``vectors`` when ``path`` is a kvconform data file.
+
+    Only the first :data:`_SNIFF_BYTES` of a regular file are read: this runs for every
+    data file of every pytest session in which kvconform is installed."""
     if path.suffix not in (".yaml", ".yml", ".json"):
         return None
     try:
-        head = path.read_text(encoding="utf-8", errors="replace")[:400]
+        if not stat.S_ISREG(path.stat().st_mode):
+            return None
+        with path.open("rb") as file:
+            head = file.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return None
     if path.suffix == ".json":
         return "vectors" if '"kvconform-vectors/1"' in head else None
-    return "scenarios" if "kvconform: scenarios/" in head else None
+    lines = (line.strip() for line in head.splitlines())
+    first = next((line for line in lines if line and not line.startswith(("#", "%", "---"))), "")
+    return "scenarios" if first.startswith("kvconform: scenarios/") else None
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:

@@ -13,7 +13,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Mapping
+from functools import cache
 
 
 def render(value: object) -> str:
@@ -54,3 +56,38 @@ def clip(text: str, limit: int = 200) -> str:
 def render_hashes(values: tuple[int, ...]) -> str:
     """A list of u64 hash results: 16 hexadecimal digits each."""
     return "[" + ", ".join(f"0x{v:016x}" for v in values) + "]"
+
+
+# Untrusted text (spec/security.md): inert in a terminal and on one line ------------
+
+#: Tab and newline, the two control characters :func:`visible` keeps.
+_KEPT = {ord("\t"): None, ord("\n"): None}
+
+
+@cache
+def _unshowable() -> re.Pattern[str]:
+    """What :func:`visible` escapes (compiled when first needed: most text has none of it)."""
+    return re.compile(
+        r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff"
+        # directional marks, embeddings, overrides and isolates, which can make the
+        # harness's own words that follow read reversed (CVE-2021-42574), and the
+        # Unicode line and paragraph separators, which break a line in some viewers
+        r"\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]"
+    )
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character and lone surrogate written as an escape."""
+    if text.isascii() and text.translate(_KEPT).isprintable():
+        return text  # ASCII without a control character but tab and newline: as it is
+    return _unshowable().sub(_escape, text)
+
+
+def one_line(text: str) -> str:
+    """:func:`visible`, with line breaks and tabs as escapes too: for a single console line."""
+    return visible(text).replace("\n", "\\n").replace("\t", "\\t")

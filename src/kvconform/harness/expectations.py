@@ -86,6 +86,14 @@ def gate(results: Sequence[CaseResult], expectations: Expectations | None) -> Ga
 
 def write(path: Path, results: Sequence[CaseResult]) -> int:
     """Write the current failures as a starting expectations file; return their count."""
+    text, count = render(results)
+    path.write_text(text, encoding="utf-8")
+    return count
+
+
+def render(results: Sequence[CaseResult]) -> tuple[str, int]:
+    """The text of a starting expectations file listing the current failures, and
+    their count (``kvconform run --write-expectations`` writes it whole or not at all)."""
     failures = [r for r in results if r.verdict == "failed"]
     data = {
         "kvconform": "expectations/1",
@@ -98,8 +106,16 @@ def write(path: Path, results: Sequence[CaseResult]) -> int:
         "# kvconform expectations: known failures, each with a reason or a link.\n"
         "# A run fails on any failure not listed here, and on any listed case that passes.\n"
     )
-    path.write_text(header + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return len(failures)
+    return header + yaml.safe_dump(data, sort_keys=False), len(failures)
 
 
-__all__ = ["Expectations", "Gate", "KnownFailure", "SourceError", "gate", "load", "write"]
+__all__ = [
+    "Expectations",
+    "Gate",
+    "KnownFailure",
+    "SourceError",
+    "gate",
+    "load",
+    "render",
+    "write",
+]

@@ -42,6 +42,7 @@ from typing import Any, Literal
 import kvconform
 from kvconform.protocol import channel, codec
 from kvconform.protocol import operations as ops
+from kvconform.rendering import one_line
 from kvconform.values import (
     AdapterInfo,
     Broken,
@@ -274,7 +275,7 @@ class StdioDriver:
                 raise AdapterStartError(
                     f"the adapter {command} refused the handshake "
                     f"(protocol {codec.PROTOCOL_VERSION}, suite {kvconform.SUITE_VERSION}): "
-                    f"{form}: {codec.clip(str(response.get(form, '')), 500)}"
+                    f"{form}: {one_line(codec.clip(str(response.get(form, '')), 500))}"
                 )
             try:
                 info = codec.info_from_wire(response["ok"])

@@ -21,6 +21,7 @@ from typing import Any
 import kvconform
 from kvconform.protocol.operations import BY_CLASS, BY_NAME, FieldKind, Op, ResultKind
 from kvconform.rendering import clip as clip  # re-exported: the protocol clips with it
+from kvconform.rendering import one_line
 from kvconform.values import (
     CLASSES,
     VALIDITY_OUTCOMES,
@@ -759,6 +760,12 @@ _INFO_MEMBERS = frozenset(
 INFO_TEXT_LIMIT = 200
 
 
+def info_text(text: str) -> str:
+    """An adapter's name, version or language as the harness keeps it: clipped to
+    :data:`INFO_TEXT_LIMIT` characters, on one line, control characters escaped."""
+    return one_line(clip(text, INFO_TEXT_LIMIT))
+
+
 def info_from_wire(raw: object) -> AdapterInfo:
     """An adapter's self-description from its ``hello`` answer; :class:`~.WireError` if bad."""
     if not isinstance(raw, Mapping):
@@ -846,9 +853,9 @@ def info_from_wire(raw: object) -> AdapterInfo:
             "hello result.capabilities.key_schema: expected {family: {parameter: type}}"
         )
     info = AdapterInfo(  # an adapter's own words are kept short enough to show
-        name=clip(raw["name"], INFO_TEXT_LIMIT),
-        version=clip(raw["version"], INFO_TEXT_LIMIT),
-        language=clip(raw["language"], INFO_TEXT_LIMIT),
+        name=info_text(raw["name"]),
+        version=info_text(raw["version"]),
+        language=info_text(raw["language"]),
         classes=frozenset(classes),
         format_writes=writes,
         format_reads=frozenset(reads),

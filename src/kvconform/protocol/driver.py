@@ -7,6 +7,7 @@ for anything the implementation does.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import traceback
 from collections.abc import Sequence
@@ -14,7 +15,13 @@ from typing import Any, Protocol
 
 from kvconform.protocol import operations as ops
 from kvconform.protocol.adapter import Adapter
-from kvconform.protocol.codec import SHOWN_LIMIT, clip, fault_problem, result_type_problem
+from kvconform.protocol.codec import (
+    SHOWN_LIMIT,
+    clip,
+    fault_problem,
+    info_text,
+    result_type_problem,
+)
 from kvconform.values import AdapterInfo, Broken, Fault, Ok, Outcome, Refused
 
 
@@ -106,7 +113,12 @@ class InProcessDriver:
         problems = info.problems()
         if problems:  # the same checks as a hello answer over the protocol (CONF-6, CONF-7)
             raise ValueError(f"describe(): {problems[0]}")
-        self.info = info
+        self.info = dataclasses.replace(  # its own words, kept as a hello answer's are
+            info,
+            name=info_text(info.name),
+            version=info_text(info.version),
+            language=info_text(info.language),
+        )
 
     def run(self, program: Sequence[ops.Op]) -> list[Outcome]:
         handles = Handles()
@@ -116,7 +128,9 @@ class InProcessDriver:
             for name in reversed(handles.names()):
                 try:
                     release(self.adapter, handles, name)
-                except (Exception, SystemExit):
+                except KeyboardInterrupt:
+                    raise
+                except BaseException:
                     handles.release(name)
 
     def _one(self, handles: Handles, op: ops.Op) -> Outcome:
@@ -124,7 +138,9 @@ class InProcessDriver:
             value = call(self.adapter, handles, op)
         except UnknownHandle as exc:
             return Broken(str(exc))
-        except (Exception, SystemExit) as exc:  # sys.exit() in an adapter ends no run
+        except KeyboardInterrupt:
+            raise  # Ctrl-C, SIGTERM: the run stops
+        except BaseException as exc:  # sys.exit() or GeneratorExit in an adapter ends no run
             return Broken(
                 clip(f"{op.name} raised {type(exc).__name__}: {exc}", SHOWN_LIMIT),
                 clip("".join(traceback.format_exception(exc)), 20 * SHOWN_LIMIT),

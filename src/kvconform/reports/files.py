@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -11,10 +12,12 @@ def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` through a temporary file in the same folder.
 
     A reader sees the previous file or the new one, never a part; an error
-    (an unwritable folder, a full disk) leaves ``path`` as it was and raises
-    :class:`OSError`. Text that cannot be encoded (a lone surrogate) is written
-    as an escape rather than raising: renderers make text visible first.
+    (an unwritable folder, a full disk, a path that is not a regular file) leaves
+    ``path`` as it was and raises :class:`OSError`. Text that cannot be encoded (a
+    lone surrogate) is written as an escape rather than raising: renderers make text
+    visible first.
     """
+    refuse_replacing(path)
     data = text.encode("utf-8", "backslashreplace")
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -25,6 +28,19 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def refuse_replacing(path: Path) -> None:
+    """:class:`OSError` if ``path`` exists and is not a regular file: a device (as root,
+    ``/dev/null`` itself), a FIFO or a symbolic link is never replaced by a report."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise OSError(
+            f"{path} exists and is not a regular file (a device, FIFO or link is never replaced)"
+        )
 
 
 def _umask() -> int:

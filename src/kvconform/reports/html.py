@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kvconform.rendering import clip
 from kvconform.reports.files import write_atomic
 from kvconform.reports.record import caveats, not_answers
 from kvconform.reports.untrusted import visible
@@ -425,18 +426,31 @@ def render_compare(reports: Sequence[Mapping[str, Any]]) -> str:
     body.append("<h2>Failing cases</h2>")
     for index, (name, report) in enumerate(zip(names, reports, strict=True)):
         by_id = {r["id"]: r for r in report["results"]}
+        shown: set[str] = set()  # each failure's text once per implementation
         for rid in requirement_ids:
             v = report["requirements"].get(rid)
             if not v or v["verdict"] != "failed":
                 continue
             body.append(f'<h3 id="impl{index}-{escape(rid)}">{escape(name)}: {escape(rid)}</h3>')
-            for case_id in v["failed"]:
+            for case_id in dict.fromkeys(v["failed"]):
+                shown_id = escape(clip(str(case_id), _ID_LIMIT))
+                if case_id in shown:
+                    body.append(f"<p>{shown_id}: its failure is shown above</p>")
+                    continue
+                shown.add(case_id)
                 result = by_id.get(case_id, {})
-                text = result.get("failure", {}).get("text", case_id)
+                text = clip(str(result.get("failure", {}).get("text", case_id)), _TEXT_LIMIT)
                 basis = result.get("basis", "seed")
                 on = "the seeds' semantics" if basis == "seed" else "decision " + ", ".join(basis)
-                body.append(f"<p>{escape(case_id)}: on {escape(on)}</p><pre>{escape(text)}</pre>")
+                body.append(f"<p>{shown_id}: on {escape(on)}</p><pre>{escape(text)}</pre>")
     return _page(title, body)
+
+
+#: What a comparison shows of a report it reads back (which may come from anywhere): a
+#: case id, and a failure's text, clipped; each failure once per implementation, so a
+#: small report that lists one case under many requirements cannot make a huge page.
+_ID_LIMIT = 200
+_TEXT_LIMIT = 8000
 
 
 def _caveat_note(report: Mapping[str, Any]) -> str:

@@ -23,37 +23,10 @@ from __future__ import annotations
 import re
 from functools import cache
 
-#: Tab and newline, the two control characters :func:`visible` keeps.
-_KEPT = {ord("\t"): None, ord("\n"): None}
-
-
-@cache
-def _unshowable() -> re.Pattern[str]:
-    """What :func:`visible` escapes (compiled when first needed: most text has none of it)."""
-    return re.compile(
-        r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff"
-        # directional marks, embeddings, overrides and isolates, which can make the
-        # harness's own words that follow read reversed (CVE-2021-42574), and the
-        # Unicode line and paragraph separators, which break a line in some viewers
-        r"\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]"
-    )
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def visible(text: str) -> str:
-    """``text`` with every control character and lone surrogate written as an escape."""
-    if text.isascii() and text.translate(_KEPT).isprintable():
-        return text  # ASCII without a control character but tab and newline: as it is
-    return _unshowable().sub(_escape, text)
-
-
-def one_line(text: str) -> str:
-    """:func:`visible`, with line breaks and tabs as escapes too: for a single console line."""
-    return visible(text).replace("\n", "\\n").replace("\t", "\\t")
+# The escaping itself lives in :mod:`kvconform.rendering`, beneath the protocol, which
+# also uses it for an adapter's own words (its name, a refusal of hello).
+from kvconform.rendering import one_line as one_line
+from kvconform.rendering import visible as visible
 
 
 def xml(text: str) -> str:
