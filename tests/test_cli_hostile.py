@@ -587,3 +587,18 @@ def test_compare_shows_a_failure_once_however_often_a_report_lists_it(tmp_path: 
     assert status == cli.EXIT_OK, err
     page = (tmp_path / "c.html").read_text(encoding="utf-8")
     assert page.count("X" * 8000) == 1 and len(page) < 1_000_000
+
+
+def test_the_plugin_turns_an_adapter_that_exits_when_made_into_one_usage_error(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FIXTURES), *sys.path])}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "kvconform", "--kv-suite", "-q",
+         "-p", "no:cacheprovider", "-k", "hash", "--kv-adapter",
+         "inprocess_misbehaving:exits_when_made"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False, env=env,
+    )  # fmt: skip
+    assert done.returncode == 4, (done.returncode, done.stdout[-800:], done.stderr[-800:])
+    assert "INTERNALERROR" not in done.stdout + done.stderr
+    assert "--kv-adapter inprocess_misbehaving:exits_when_made" in done.stdout + done.stderr
