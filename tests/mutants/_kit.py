@@ -289,6 +289,17 @@ class ModelAdapter(ReferenceAdapter):
         return self.model_cls(model_config(spec))
 
 
+def moved_storage(
+    cache: kv_cache.KvCache, geometry: kv_cache.CacheGeometry
+) -> list[kv_cache.KvLayer]:
+    """New storage of ``geometry`` holding the cache's positions so far (a growth's copy)."""
+    layers = [kv_cache.KvLayer.allocate(geometry) for _ in cache._layers]
+    for new, layer in zip(layers, cache._layers, strict=True):
+        new.k[: len(cache)] = layer.k[: len(cache)]
+        new.v[: len(cache)] = layer.v[: len(cache)]
+    return layers
+
+
 def declaring(info: values.AdapterInfo, **options: str) -> values.AdapterInfo:
     """``info`` declaring ``options`` too (CONF-6)."""
     return replace(info, options={**info.options, **options})

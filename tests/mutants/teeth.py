@@ -36,6 +36,7 @@ from ._kit import (
     compare,
     declaring,
     incompatible,
+    moved_storage,
     payload_mismatch,
 )
 
@@ -576,15 +577,6 @@ class TruncateRefuseMintsOnRefusal(_TruncateRefuse):
 # --- ALLOC-16 under grow -----------------------------------------------------------------
 
 
-def _moved(cache: kv_cache.KvCache, geometry: kv_cache.CacheGeometry) -> list[kv_cache.KvLayer]:
-    """New storage of ``geometry`` holding the cache's positions so far (a growth's copy)."""
-    layers = [kv_cache.KvLayer.allocate(geometry) for _ in cache._layers]
-    for new, layer in zip(layers, cache._layers, strict=True):
-        new.k[: len(cache)] = layer.k[: len(cache)]
-        new.v[: len(cache)] = layer.v[: len(cache)]
-    return layers
-
-
 class _GrowsKeepingId(kv_cache.KvCache):
     """Storage that grows like a vector: max_seq_len is only the initial reservation."""
 
@@ -594,7 +586,7 @@ class _GrowsKeepingId(kv_cache.KvCache):
         reserved = self._layers[0].k.shape[0]
         if end > reserved:
             bigger = replace(self.geometry, max_seq_len=max(end, 2 * reserved))
-            self._layers = _moved(self, bigger)
+            self._layers = moved_storage(self, bigger)
             # MUTATION: no new id, and the geometry still says the reserved size
         for index, layer in enumerate(self._layers):
             layer.k[len(self) : end] = k[index]
@@ -622,7 +614,7 @@ class _GrowsMintingAlways(kv_cache.KvCache):
         end = len(self) + k.shape[1]
         if end > self.geometry.max_seq_len:
             grown = replace(self.geometry, max_seq_len=max(end, 2 * self.geometry.max_seq_len))
-            self._layers = _moved(self, grown)
+            self._layers = moved_storage(self, grown)
             self.geometry = grown
         super().append(k, v)
         self._alloc_id = KvAllocId.mint()  # MUTATION: every append "may have moved" storage
@@ -668,7 +660,7 @@ class _GrowsWrapping(kv_cache.KvCache):
         end = (len(self) + k.shape[1]) & 0xFFFF_FFFF_FFFF_FFFF  # MUTATION: u64 arithmetic
         if end > self.geometry.max_seq_len:
             grown = replace(self.geometry, max_seq_len=max(end, 2 * self.geometry.max_seq_len))
-            self._layers = _moved(self, grown)
+            self._layers = moved_storage(self, grown)
             self.geometry = grown
             self._alloc_id = KvAllocId.mint()
         self._length = end  # a sum that wrapped "fits": the length wraps
@@ -736,7 +728,7 @@ class _GrowsFromTheOriginalCapacity(kv_cache.KvCache):
         end = len(self) + k.shape[1]
         if end > self._initial_capacity:  # MUTATION: the capacity it was made with
             grown = replace(self.geometry, max_seq_len=max(end, 2 * self.geometry.max_seq_len))
-            self._layers = _moved(self, grown)
+            self._layers = moved_storage(self, grown)
             self.geometry = grown
             self._alloc_id = KvAllocId.mint()
         super().append(k, v)

@@ -20,7 +20,14 @@ from kvconform.adapters.reference import ReferenceAdapter
 from kvconform.values import AdapterInfo, Fault, Layout, Payload, Signature
 
 from . import mutant
-from ._kit import CacheAdapter, LayoutAdapter, LayoutMeasurer, PlanAdapter, declaring
+from ._kit import (
+    CacheAdapter,
+    LayoutAdapter,
+    LayoutMeasurer,
+    PlanAdapter,
+    declaring,
+    moved_storage,
+)
 
 _LOW_32 = (1 << 32) - 1
 
@@ -136,11 +143,7 @@ class _GrowsByBumpingItsId(kv_cache.KvCache):
         end = len(self) + k.shape[1]
         if end > self.geometry.max_seq_len:
             grown = replace(self.geometry, max_seq_len=max(end, 2 * self.geometry.max_seq_len))
-            old = self._layers
-            self._layers = [kv_cache.KvLayer.allocate(grown) for _ in old]
-            for new, layer in zip(self._layers, old, strict=True):
-                new.k[: len(self)] = layer.k[: len(self)]
-                new.v[: len(self)] = layer.v[: len(self)]
+            self._layers = moved_storage(self, grown)
             self.geometry = grown
             self._alloc_id = KvAllocId(self._alloc_id.value + 1)  # MUTATION: not the counter
         super().append(k, v)
