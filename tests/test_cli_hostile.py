@@ -567,6 +567,12 @@ def test_the_plugin_finds_an_exported_counterexample_behind_its_header(tmp_path:
     fifo = tmp_path / "pipe.yaml"
     os.mkfifo(fifo)
     assert plugin._sniff(fifo) is None  # never opened: it would wait for a writer
+    schema = tmp_path / "vectors.schema.json"  # quotes the format, is not a vector file
+    schema.write_text('{"title": "x", "const": "kvconform-vectors/1"}', encoding="utf-8")
+    assert plugin._sniff(schema) is None
+    vectors = tmp_path / "v.json"
+    vectors.write_text('{\n  "format": "kvconform-vectors/1",\n  "vectors": []}', encoding="utf-8")
+    assert plugin._sniff(vectors) == "vectors"
 
 
 def test_compare_shows_a_failure_once_however_often_a_report_lists_it(tmp_path: Path) -> None:

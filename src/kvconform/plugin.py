@@ -12,6 +12,7 @@ class the adapter does not declare is skipped with that reason, never passed.
 
 from __future__ import annotations
 
+import re
 import shlex
 import stat
 from collections.abc import Iterator
@@ -151,6 +152,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 _SNIFF_BYTES = 8192
 
 
+_VECTORS_HEAD = re.compile(r'\s*\{\s*"format"\s*:\s*"kvconform-vectors/1"')
+
+
 def _sniff(path: Path) -> str | None:
     """``scenarios`` or ``vectors`` when ``path`` is a kvconform data file.
 
@@ -165,8 +169,8 @@ def _sniff(path: Path) -> str | None:
             head = file.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return None
-    if path.suffix == ".json":
-        return "vectors" if '"kvconform-vectors/1"' in head else None
+    if path.suffix == ".json":  # its first member names the format (not a schema quoting it)
+        return "vectors" if _VECTORS_HEAD.match(head) else None
     lines = (line.strip() for line in head.splitlines())
     first = next((line for line in lines if line and not line.startswith(("#", "%", "---"))), "")
     return "scenarios" if first.startswith("kvconform: scenarios/") else None
