@@ -45,6 +45,7 @@ def run(*argv: str) -> tuple[int, str, str]:
         (["run", "--generated", "0"], "expected 1 .. 1000000"),
         (["run", "--generated", "1" + "0" * 40], "expected a whole number"),
         (["run", "--generated", "1", "--seed", " 5"], "'random'"),
+        (["new-adapter", "--lang", "python", ""], "empty"),
         (["run", "--adapter-cmd", "'unbalanced"], "No closing quotation"),
         (["run", "--adapter-cmd", ""], "empty"),
         (["run", "--generated", "1", "--export-counterexamples", __file__], "not a directory"),

@@ -272,7 +272,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the classes to claim, comma-separated: hash, identity, plan, signature, verify, "
         "plan_validity (default: hash); a class another requires is added and said so",
     )
-    new_adapter.add_argument("directory", type=Path, metavar="DIR")
+    new_adapter.add_argument("directory", type=_named_directory, metavar="DIR")
     return parser
 
 
@@ -343,6 +343,14 @@ def _timeout(text: str) -> float:
             f"must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}, got {text!r}"
         )
     return value
+
+
+def _named_directory(text: str) -> Path:
+    """A folder named on the command line: an empty name (an unset variable, say) is not
+    the current folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a folder name, got an empty one")
+    return Path(text)
 
 
 def _whole(text: str, what: str = "a whole number") -> int:
