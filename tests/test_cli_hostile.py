@@ -609,3 +609,25 @@ def test_the_plugin_turns_an_adapter_that_exits_when_made_into_one_usage_error(
     assert done.returncode == 4, (done.returncode, done.stdout[-800:], done.stderr[-800:])
     assert "INTERNALERROR" not in done.stdout + done.stderr
     assert "--kv-adapter inprocess_misbehaving:exits_when_made" in done.stdout + done.stderr
+
+
+def test_a_signal_while_the_outputs_are_written_waits_for_all_of_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import signal as signals
+
+    from kvconform.reports import junit
+
+    written = junit.write
+
+    def signalled_midway(report: object, path: Path) -> None:
+        os.kill(os.getpid(), signals.SIGTERM)  # between the JSON report and the others
+        written(report, path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(junit, "write", signalled_midway)
+    for name in ("report.json", "report.xml", "summary.md", "report.html"):
+        (tmp_path / name).write_text("OLD", encoding="utf-8")
+    status, _, err = run("run", "--area", "hash", "--quiet", "--report-dir", str(tmp_path))
+    assert status == cli.EXIT_INTERRUPTED, (status, err)
+    for name in ("report.json", "report.xml", "summary.md", "report.html"):
+        assert not (tmp_path / name).read_text(encoding="utf-8").startswith("OLD"), name

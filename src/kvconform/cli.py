@@ -963,16 +963,34 @@ def _say_unwritten(unwritten: Sequence[str], err: TextIO) -> bool:
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
     """SIGINT, SIGTERM and SIGHUP wait while the outputs are written: a signal then
-    stops the command after them, never between two reports of one run."""
-    held = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    stops the command after them, never between two reports of one run.
+
+    The handlers only note the signal (Python runs every handler in the main thread,
+    whichever thread the system gave the signal to, so masking it here would not do).
+    """
+    pending: list[int] = []
+
+    def note(signum: int, frame: object) -> None:
+        pending.append(signum)
+
+    previous: dict[int, Any] = {}
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        number = getattr(signal, name, None)
+        if number is None:
+            continue
+        try:
+            previous[number] = signal.signal(number, note)
+        except ValueError:  # not the main thread: leave the signals alone
+            break
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    if pending:
+        if pending[0] == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Stopped(pending[0])
 
 
 def _print_summary(
