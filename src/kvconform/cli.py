@@ -1222,8 +1222,11 @@ class _Visible(io.TextIOBase):
 def _stop_on_signals() -> Callable[[], None]:
     """Make SIGTERM and SIGHUP stop a run as SIGINT does; the returned function undoes it."""
 
+    closing = False
+
     def stop(signum: int, frame: object) -> None:
-        raise Stopped(signum)
+        if not closing:  # once the command is done, a late signal changes nothing
+            raise Stopped(signum)
 
     previous: dict[int, Any] = {}
     for name in ("SIGTERM", "SIGHUP"):
@@ -1236,6 +1239,8 @@ def _stop_on_signals() -> Callable[[], None]:
             break
 
     def restore() -> None:
+        nonlocal closing
+        closing = True
         for number, handler in previous.items():
             signal.signal(number, handler)
 
@@ -1310,7 +1315,12 @@ def console() -> NoReturn:
     """
     global _ONE_SHOT
     _ONE_SHOT = True
-    status = main()
+    try:
+        status = main()
+    except KeyboardInterrupt:  # a signal in the instant between main's answer and its end
+        status = EXIT_INTERRUPTED
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write("kvconform: interrupted\n")
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
