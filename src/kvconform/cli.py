@@ -36,7 +36,7 @@ import sys
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO, cast
 
@@ -973,20 +973,11 @@ def _signals_held() -> Iterator[None]:
     def note(signum: int, frame: object) -> None:
         pending.append(signum)
 
-    previous: dict[int, Any] = {}
-    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
-        number = getattr(signal, name, None)
-        if number is None:
-            continue
-        try:
-            previous[number] = signal.signal(number, note)
-        except ValueError:  # not the main thread: leave the signals alone
-            break
+    previous = _handle(("SIGINT", "SIGTERM", "SIGHUP"), note)
     try:
         yield
     finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+        _handle(previous)
     if pending:
         if pending[0] == signal.SIGINT:
             raise KeyboardInterrupt
@@ -1219,6 +1210,26 @@ class _Visible(io.TextIOBase):
         return True
 
 
+def _handle(
+    signals: Sequence[str] | Mapping[int, Any], handler: Callable[[int, Any], None] | None = None
+) -> dict[int, Any]:
+    """Give the named signals ``handler`` (or give each number of a mapping its handler
+    back); the handlers they had. Signals this system lacks are skipped; outside the main
+    thread nothing is changed."""
+    pairs = (
+        list(signals.items())
+        if isinstance(signals, Mapping)
+        else [(n, handler) for n in (getattr(signal, name, None) for name in signals) if n]
+    )
+    previous: dict[int, Any] = {}
+    for number, given in pairs:
+        try:
+            previous[number] = signal.signal(number, given)
+        except ValueError:  # not the main thread: leave the signals alone
+            break
+    return previous
+
+
 def _stop_on_signals() -> Callable[[], None]:
     """Make SIGTERM and SIGHUP stop a run as SIGINT does; the returned function undoes it."""
 
@@ -1228,21 +1239,12 @@ def _stop_on_signals() -> Callable[[], None]:
         if not closing:  # once the command is done, a late signal changes nothing
             raise Stopped(signum)
 
-    previous: dict[int, Any] = {}
-    for name in ("SIGTERM", "SIGHUP"):
-        number = getattr(signal, name, None)
-        if number is None:
-            continue
-        try:
-            previous[number] = signal.signal(number, stop)
-        except ValueError:  # not the main thread: leave the signals alone
-            break
+    previous = _handle(("SIGTERM", "SIGHUP"), stop)
 
     def restore() -> None:
         nonlocal closing
         closing = True
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+        _handle(previous)
 
     return restore
 
