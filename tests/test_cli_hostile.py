@@ -536,7 +536,8 @@ def test_an_output_that_is_no_regular_file_is_never_replaced(tmp_path: Path) -> 
 def test_an_output_that_cannot_be_written_after_the_run_leaves_the_others_and_the_verdict(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kvconform.reports import files, junit
+    from kvconform import files
+    from kvconform.reports import junit
 
     def disk_full(report: object, path: Path) -> None:
         raise OSError(28, "No space left on device")

@@ -21,6 +21,7 @@ import io
 import json
 import os
 import re
+import stat
 import sys
 from pathlib import Path
 
@@ -530,6 +531,35 @@ def test_run_generated_fails_and_exports_against_a_mutant(
     assert "generated generated.key-state-machine failed" in out
     written = sorted(directory.glob("*.yaml"))
     assert len(written) == 1 and f"wrote counterexample scenario {written[0]}" in err
+
+
+def test_a_counterexample_that_cannot_be_written_leaves_the_verdict_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A FIFO at the counterexample's path (write_text would block on it for ever) is
+    neither opened nor replaced: the failure is still reported, the path named, exit 2."""
+    from kvconform.differential import engine
+
+    monkeypatch.setattr(engine, "SHRINK_SECONDS", 1.0)
+    directory = tmp_path / "found"
+    argv = (
+        "run", "--allow-modified", "--quiet", "--adapter", MUTANTS["truncate-remints"].spec,
+        "--generated", "60", "--seed", "1", "--id", "generated.key-*",
+        "--export-counterexamples", str(directory),
+    )  # fmt: skip
+    assert _cli(*argv)[0] == cli.EXIT_FAILED
+    (written,) = directory.glob("*.yaml")
+    written.unlink()
+    os.mkfifo(written)
+    status, out, err = _cli(*argv, "--json", str(tmp_path / "report.json"))
+    assert status == cli.EXIT_USAGE, out + err
+    assert "generated generated.key-state-machine failed" in out
+    assert f"generated.key-state-machine: cannot write the counterexample to {directory}" in err
+    assert "not a regular file" in err and stat.S_ISFIFO(written.lstat().st_mode)
+    report = json.loads((tmp_path / "report.json").read_text())
+    (result,) = report["results"]
+    assert result["verdict"] == "failed"
+    assert "not exported: cannot write the counterexample" in json.dumps(result)
 
 
 @pytest.mark.parametrize(

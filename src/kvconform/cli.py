@@ -42,13 +42,13 @@ from typing import Any, NoReturn, TextIO, cast
 
 import kvconform
 from kvconform.adapters import DEFAULT_ADAPTER, AdapterSpecError, load_adapter
+from kvconform.files import refuse_replacing
 from kvconform.harness import manifest, suite
 from kvconform.harness.runner import CaseResult, run_case, step_labels
 from kvconform.harness.scenario import Case
 from kvconform.harness.yamlsource import SourceError
 from kvconform.protocol.driver import Driver, InProcessDriver
 from kvconform.rendering import clip
-from kvconform.reports.files import refuse_replacing
 from kvconform.reports.untrusted import one_line, visible
 from kvconform.values import CLASSES, OPTIONS, AdapterInfo
 
@@ -736,7 +736,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if incomplete is not None:
         report["incomplete"] = incomplete
     with _signals_held():  # every output of this run, or (after a signal) none changed
-        unwritten = _write_reports(args, report)
+        unwritten = [] if generated is None else list(generated.unwritten)
+        unwritten += _write_reports(args, report)
         if args.trace is not None:
             unwritten += _write_trace(args.trace, results)
         if stopped is None and args.write_expectations:
@@ -789,6 +790,8 @@ class _Generated:
         self.engine = engine
         self.examples, self.seed, self.export_dir, self.label = examples, seed, export_dir, label
         self.quiet = quiet
+        #: The counterexamples that could not be written (outputs of the run: exit 2).
+        self.unwritten: list[str] = []
         self.cases = engine.generated_cases()
         self.reference = engine.reference_driver()
 
@@ -822,6 +825,8 @@ class _Generated:
             )
         if result.exported is not None:
             err.write(f"wrote counterexample scenario {result.exported}\n")
+        if result.export_error:
+            self.unwritten.append(f"{case.id}: {result.export_error}")
         return self.engine.case_result(result)
 
 
@@ -944,7 +949,7 @@ def _write_reports(args: argparse.Namespace, report: dict[str, object]) -> list[
 
 def _write_output(what: str, path: Path, text: str) -> list[str]:
     """Write one output of the run whole (or not at all); what went wrong, if anything."""
-    from kvconform.reports.files import write_atomic
+    from kvconform.files import write_atomic
 
     try:
         write_atomic(path, text)

@@ -291,6 +291,8 @@ class PropertyResult:
     #: The scenario file written for the counterexample, and what replaying it showed.
     exported: Path | None = None
     export_note: str = ""
+    #: Why the counterexample could not be written (an output of the run left unwritten).
+    export_error: str = ""
 
 
 class Disagreement(AssertionError):
@@ -790,15 +792,19 @@ def export_counterexample(
     from kvconform.harness.scenario import load_scenario_file
 
     assert result.counterexample is not None
-    path = export.write_counterexample(
-        result.counterexample,
-        directory,
-        seed=result.seed,
-        examples=result.examples,
-        adapter=label or f"{driver.info.name} {driver.info.version}",
-        options=driver.info.options,
-        block_format=(driver.info.format_writes or 1, tuple(driver.info.format_reads)),
-    )
+    try:
+        path = export.write_counterexample(
+            result.counterexample,
+            directory,
+            seed=result.seed,
+            examples=result.examples,
+            adapter=label or f"{driver.info.name} {driver.info.version}",
+            options=driver.info.options,
+            block_format=(driver.info.format_writes or 1, tuple(driver.info.format_reads)),
+        )
+    except OSError as exc:
+        why = f"cannot write the counterexample to {directory}: {exc}"
+        return replace(result, export_error=why)
     notes = []
     for case in load_scenario_file(path):
         # the reference under the implementation's declaration (the scenario assumes it)
@@ -845,6 +851,8 @@ def case_result(result: PropertyResult) -> CaseResult:
     ]
     if result.exported is not None:
         lines.append(f"exported: {result.exported} ({result.export_note})")
+    if result.export_error:
+        lines.append(f"not exported: {result.export_error}")
     failure = Failure(
         where=Where(
             where_file,

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 import yaml
 
 from kvconform.differential.compare import Mismatch, error_parts
+from kvconform.files import write_atomic
 from kvconform.protocol import operations as ops
 from kvconform.protocol.codec import geometry_to_wire, signature_to_wire
 from kvconform.values import (
@@ -245,7 +246,11 @@ def write_counterexample(
     options: Mapping[str, str] | None = None,
     block_format: tuple[int, Sequence[int]] = (1, (1,)),
 ) -> Path:
-    """Write ``cx`` as ``DIRECTORY/<scenario id>.yaml``; return the path."""
+    """Write ``cx`` as ``DIRECTORY/<scenario id>.yaml``; return the path.
+
+    :class:`OSError` if it cannot be written (the folder, a full disk, a path there that
+    is not a regular file); a file already at the path is then left as it was.
+    """
     exported = scenario_document(
         cx,
         seed=seed,
@@ -268,7 +273,7 @@ def write_counterexample(
     )
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{exported.scenario_id}.yaml"
-    path.write_text(dump(exported, header), encoding="utf-8")
+    write_atomic(path, dump(exported, header))  # whole or not at all; never onto a FIFO
     return path
 
 

@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kvconform.files import write_atomic
 from kvconform.rendering import clip
-from kvconform.reports.files import write_atomic
 from kvconform.reports.record import caveats, not_answers
 from kvconform.reports.untrusted import visible
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kvconform.reports.files import write_atomic
+from kvconform.files import write_atomic
 from kvconform.reports.untrusted import xml as _x
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kvconform.reports.files import write_atomic
+from kvconform.files import write_atomic
 from kvconform.reports.record import caveats, not_answers
 from kvconform.reports.untrusted import markdown as _m
 

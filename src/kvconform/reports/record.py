@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import kvconform
+from kvconform.files import write_atomic
 from kvconform.harness import suite
 from kvconform.harness.runner import CAUSES, CaseResult, cause_of
 from kvconform.harness.yamlsource import Document, validate
-from kvconform.reports.files import write_atomic
 from kvconform.values import OPTIONS, AdapterInfo
 
 REPORT_FORMAT = "kvconform-report/1"

@@ -1,4 +1,5 @@
-"""Writing report files: whole or not at all."""
+"""Writing a run's output files (reports, the trace, expectations, exported
+counterexamples): whole or not at all, and never onto something that is not a file."""
 
 from __future__ import annotations
 
