@@ -819,9 +819,15 @@ class _Generated:
         )
         if not self.quiet:  # a line per property, with what it cost
             clear = "\r" if tty else ""
+            if result.verdict == "failed":  # shrinking runs programs of its own
+                runs = f"{result.runs} programs run, shrinking included"
+            elif result.verdict == "passed" and result.runs < self.examples:
+                runs = f"{self.examples} programs drawn, {result.runs} distinct"
+            else:
+                runs = f"{result.runs} programs"
             err.write(
                 f"{clear}  {case.id}: {result.verdict.replace('_', ' ')} "
-                f"({result.runs} programs, {result.seconds:.1f} s)" + " " * 12 + "\n"
+                f"({runs}, {result.seconds:.1f} s)" + " " * 12 + "\n"
             )
         if result.exported is not None:
             err.write(f"wrote counterexample scenario {result.exported}\n")
