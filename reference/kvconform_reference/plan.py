@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Literal
 
 from kvconform_reference.errors import (
@@ -51,10 +52,16 @@ class PlanIdentity:
 
     @classmethod
     def of(cls, model: Model, cache: KvCache, step_tokens: int) -> PlanIdentity:
+        """The identity of ``model`` and ``cache`` as they are now: a copy, never a view.
+
+        ``model.hooks`` is a live view of hooks that ``set_hook`` toggles; a plan that
+        kept the view would bake a toggled hook into its key the next time it computes
+        the key, which a rebind does (PLAN-23), reviving a stale plan (PLAN-24).
+        """
         return cls(
             family=model.config.family,
             params=model.config.params,
-            hooks=model.hooks,
+            hooks=MappingProxyType(dict(model.hooks)),
             instance=model.instance_id.value,
             alloc=cache.alloc_id.value,
             geometry=cache.geometry,

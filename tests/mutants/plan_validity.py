@@ -292,6 +292,26 @@ class RebindAdoptsTheIncomingStructure(ValidityAdapter):
     plan_cls = _AdoptsTheStructure
 
 
+class _HoldsALiveViewOfTheHooks(GuardedPlan):
+    def __init__(self, m: model.Model, cache: kv_cache.KvCache, step_tokens: int = 1) -> None:
+        super().__init__(m, cache, step_tokens)
+        # MUTATION: the model's own (live) view of its hooks instead of a copy
+        self._identity = replace(self._identity, hooks=m.hooks)
+
+
+@mutant(
+    "rebind-rebakes-the-live-hooks",
+    breaks=("PLAN-24",),
+    half="under",
+    plausible="a plan that keeps a reference to the model's hook table (no copy) and "
+    "recomputes its key when it adopts an allocation; a hook toggled since the build is "
+    "then baked in, and the plan runs without the hook it was built with (the reference "
+    "had this bug until a Perl trial found it)",
+)
+class RebindRebakesTheLiveHooks(ValidityAdapter):
+    plan_cls = _HoldsALiveViewOfTheHooks
+
+
 # --- PLAN-25: the window width in the key ----------------------------------------------
 
 

@@ -209,6 +209,32 @@ class HashStrRefusesAstral(HasherAdapter):
     hasher = _NoAstral
 
 
+def _is_noncharacter(c: str) -> bool:
+    point = ord(c)
+    return 0xFDD0 <= point <= 0xFDEF or point & 0xFFFE == 0xFFFE
+
+
+class _NoNoncharacters(KeyHasher):
+    def mix_str(self, text: str) -> KeyHasher:
+        if any(_is_noncharacter(c) for c in text):
+            # MUTATION: a noncharacter refused as if it had no UTF-8 form
+            raise ValueError("string holds a noncharacter")
+        return super().mix_str(text)
+
+
+@mutant(
+    "hash-str-refuses-noncharacters",
+    breaks=("HASH-13", "HASH-5"),
+    half="contract",
+    plausible="a strict UTF-8 encoder that also refuses noncharacters (Perl's Encode with "
+    "'UTF-8' and FB_CROAK refuses U+10FFFF; some validators reject U+FFFE and U+FFFF): they "
+    "are scalar values with UTF-8 forms, and a model label holding one is refused "
+    "(found by a Perl trial)",
+)
+class HashStrRefusesNoncharacters(HasherAdapter):
+    hasher = _NoNoncharacters
+
+
 # --- PLAN-16: string components mixed byte for byte --------------------------------
 
 Fold = Callable[[str], str]
