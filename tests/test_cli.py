@@ -5,10 +5,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -248,6 +250,85 @@ def test_expectations_gate_both_directions(mutant_reports: Path, tmp_path: Path)
     )
     status, out, _ = run("run", "--adapter", MUTANT, "--quiet", "--expectations", str(stale))
     assert status == cli.EXIT_FAILED and "listed as failing but passes" in out
+
+
+def test_a_listed_case_that_fails_another_way_fails_the_gate(tmp_path: Path) -> None:
+    """A known failure is known by its id and its cause: a listed case where the adapter
+    now breaks is not the failure that was listed (a CI trial's gate stayed green while
+    known cases crashed), unless the entry says ``cause: adapter``."""
+    marker = tmp_path / "crashed"
+    fixture = Path(__file__).resolve().parent / "fixtures" / "misbehaving_adapter.py"
+    adapter = f"{sys.executable} {fixture} crash --op cache_truncate --once {marker}"
+
+    def gated(expectations: Path | None) -> tuple[int, str, dict[str, Any]]:
+        marker.unlink(missing_ok=True)
+        report = tmp_path / "r.json"
+        argv = ["run", "--adapter-cmd", adapter, "--quiet", "--area", "alloc"]
+        argv += ["--json", str(report)]
+        status, out, _ = run(
+            *argv, *(["--expectations", str(expectations)] if expectations else [])
+        )
+        return status, out, json.loads(report.read_text())
+
+    _, _, data = gated(None)
+    (broken,) = [r for r in data["results"] if r["verdict"] == "failed"]
+    assert broken["failure"]["cause"] == "adapter"
+    status, out, data = gated(_expectations(tmp_path / "plain.yaml", [broken["id"]]))
+    assert status == cli.EXIT_FAILED
+    assert (
+        "listed as failing by a wrong answer or a message's wording, now fails by the adapter "
+        f"breaking: {broken['id']}" in out
+    )
+    assert data["gate"]["changed"] == [
+        {"id": broken["id"], "listed": "answer or message", "now": "adapter"}
+    ]
+    crash = tmp_path / "crash.yaml"
+    crash.write_text(
+        "kvconform: expectations/1\nknown_failures:\n"
+        f"  - {{id: {broken['id']}, reason: known crash, cause: adapter}}\n"
+    )
+    status, out, data = gated(crash)
+    assert status == cli.EXIT_OK, out
+    assert data["gate"]["expected_failures"] == [broken["id"]] and "gate passed" in out
+    answer = tmp_path / "answer.yaml"
+    answer.write_text(crash.read_text().replace("cause: adapter", "cause: answer"))
+    status, out, _ = gated(answer)
+    assert status == cli.EXIT_FAILED and "listed as failing by a wrong answer, now" in out
+
+
+def test_a_generated_property_may_be_listed_and_is_unchecked_without_generated(
+    tmp_path: Path,
+) -> None:
+    """One expectations file serves a quick job and a nightly --generated job: a listed
+    generated property, or a listed case not selected, is unchecked, and said so."""
+    listed = _expectations(tmp_path / "e.yaml", ["generated.hash", "verify.v2.round-trip"])
+    status, out, _ = run("run", "--quiet", "--area", "hash", "--expectations", str(listed))
+    assert status == cli.EXIT_OK, out
+    assert "listed but not checked in this run" in out
+    assert "generated.hash, verify.v2.round-trip" in out
+
+
+def test_junit_agrees_with_the_gate(mutant_reports: Path, tmp_path: Path) -> None:
+    """Under an expectations file an expected failure is skipped and a stale entry is a
+    failure, so a CI test tab agrees with the exit status."""
+    data = json.loads((mutant_reports / "report.json").read_text())
+    failing = sorted(r["id"] for r in data["results"] if r["verdict"] == "failed")
+    passing = next(r["id"] for r in data["results"] if r["verdict"] == "passed")
+    listed = _expectations(tmp_path / "e.yaml", [*failing, passing])
+    xml = tmp_path / "r.xml"
+    status, _, _ = run(
+        "run", "--adapter", MUTANT, "--quiet", "--expectations", str(listed), "--junit", str(xml)
+    )
+    assert status == cli.EXIT_FAILED  # the stale entry
+    root = ET.parse(xml).getroot()
+    assert root.get("failures") == "1"
+    (stale,) = root.findall(".//testcase/failure")
+    assert "but passes" in (stale.get("message") or "")
+    known = [
+        c for c in root.iter("testcase")
+        if any("known failure" in (s.get("message") or "") for s in c.findall("skipped"))
+    ]  # fmt: skip
+    assert sorted(c.get("name") for c in known) == failing
 
 
 def test_write_expectations_starts_a_file_that_gates_green(tmp_path: Path) -> None:

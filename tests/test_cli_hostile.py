@@ -301,7 +301,10 @@ def test_an_adapter_that_hangs_on_everything_is_given_up_in_bounded_time(
     )  # fmt: skip
     assert status == cli.EXIT_ADAPTER, err
     assert time.monotonic() - started < 60
-    assert "unresponsive" in err and "Traceback" not in err and "NO VERDICT" not in out
+    assert "unresponsive" in err and "Traceback" not in err
+    # every failure is the adapter breaking in a run given up: no answer was judged wrong,
+    # so no verdict is claimed (a trial read "NOT CONFORMANT" beside "none judged")
+    assert "NO VERDICT" in out and "NOT CONFORMANT" not in out
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert "not run" in report["incomplete"]
     assert report["summary"]["total"] == len(suite.all_cases())

@@ -630,7 +630,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from kvconform.harness import expectations as expectations_mod
 
         try:
-            known = expectations_mod.load(args.expectations, (c.id for c in pool))
+            from kvconform.differential import PROPERTY_IDS
+
+            # a generated property may be listed, run or not (unchecked without --generated)
+            known = expectations_mod.load(args.expectations, (*(c.id for c in pool), *PROPERTY_IDS))
         except SourceError as exc:
             raise UsageError(str(exc)) from None
     if _ONE_SHOT:
@@ -724,6 +727,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             "stale": list(gate.stale),
             "expected_failures": list(gate.expected_failures),
             "unchecked": list(gate.unchecked),
+            "changed": [{"id": i, "listed": listed, "now": now} for i, listed, now in gate.changed],
         },
     )
     if generated is not None:
@@ -1002,6 +1006,8 @@ def _print_summary(
     integrity: manifest.Integrity,
     out: TextIO,
 ) -> None:
+    from kvconform.reports.record import caveats, format_text, not_answers
+
     s, a = report["summary"], report["adapter"]
     failed = [r for r in results if r.verdict == "failed"]
     for r in failed[: args.max_failures_shown]:
@@ -1016,7 +1022,7 @@ def _print_summary(
     )
     out.write(
         f"classes declared: {', '.join(a['classes']) or 'none'}; "
-        f"format writes {a['format']['writes']}, reads {a['format']['reads']}\n"
+        f"format {format_text(a['format'])}\n"
     )
     chosen = [
         f"{name}: {value}" for name, value in a["options"].items() if value != OPTIONS[name].default
@@ -1026,7 +1032,7 @@ def _print_summary(
         out.write(
             "declared: "
             + "; ".join(chosen + [f"{k}: {json.dumps(v)}" for k, v in sorted(caps.items())])
-            + " (CONF-6, CONF-7)\n"
+            + " (CONF-6, CONF-7; every other option at its default)\n"
         )
     out.write("\n")
     declared = set(a["classes"])
@@ -1072,17 +1078,35 @@ def _print_summary(
             f"failure(s), {len(gate['unexpected_failures'])} unexpected, "
             f"{len(gate['stale'])} stale\n"
         )
+        changed = {c["id"]: c for c in gate.get("changed", [])}
         for case_id in gate["unexpected_failures"]:
-            out.write(f"  unexpected failure: {case_id}\n")
+            if case_id in changed:
+                was, now = changed[case_id]["listed"], changed[case_id]["now"]
+                listed = _CAUSE_WORDS.get(was, "a wrong answer or a message's wording")
+                out.write(
+                    f"  listed as failing by {listed}, now fails by {_CAUSE_WORDS[now]}:"
+                    f" {case_id}\n"
+                )
+            else:
+                out.write(f"  unexpected failure: {case_id}\n")
         for case_id in gate["stale"]:
             out.write(f"  listed as failing but passes (remove it): {case_id}\n")
-    from kvconform.reports.record import caveats, not_answers
-
+        if gate["unchecked"]:
+            shown = ", ".join(gate["unchecked"][:10])
+            more = f" and {len(gate['unchecked']) - 10} more" if len(gate["unchecked"]) > 10 else ""
+            out.write(
+                f"  listed but not checked in this run (not selected, not applicable, or a "
+                f"generated property without --generated): {shown}{more}\n"
+            )
     verdict = "CONFORMANT for the declared classes" if not s["failed"] else "NOT CONFORMANT"
+    only_broken = s["failed"] and s.get("failed_by_cause", {}).get("adapter") == s["failed"]
     if report.get("incomplete") or not (s["passed"] or s["failed"]):
-        verdict = "NO VERDICT" if not s["failed"] else verdict
+        # a run given up whose every failure is the adapter breaking judged no answer
+        verdict = "NO VERDICT" if not s["failed"] or only_broken else verdict
+    if gate and s["failed"] and not (gate["unexpected_failures"] or gate["stale"]):
+        verdict += "; gate passed: every failure is a known one"
     split = ""
-    if s["failed"] and s.get("failed_by_cause", {}).get("adapter") == s["failed"]:
+    if only_broken:
         # No answer was judged: the basis says what a wrong answer would have meant.
         by = s["failed_by_basis"]
         split = (
@@ -1104,6 +1128,14 @@ def _print_summary(
         f"\n{s['passed']} passed, {s['failed']} failed{split}, {s['not_applicable']} not "
         f"applicable{_not_run(s)} of {s['total']} in {report['seconds']:.1f} s: {verdict}\n"
     )
+
+
+#: How the console names a failure's cause (runner.CAUSES).
+_CAUSE_WORDS = {
+    "answer": "a wrong answer",
+    "message": "a message's wording",
+    "adapter": "the adapter breaking",
+}
 
 
 def _not_run(summary: dict[str, Any]) -> str:

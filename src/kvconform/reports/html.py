@@ -29,7 +29,7 @@ from typing import Any
 
 from kvconform.files import write_atomic
 from kvconform.rendering import clip
-from kvconform.reports.record import caveats, not_answers
+from kvconform.reports.record import caveats, format_text, not_answers
 from kvconform.reports.untrusted import visible
 
 
@@ -170,10 +170,11 @@ def render_run(report: Mapping[str, Any]) -> str:
         f"{s['not_applicable']} not applicable"
         f"{f', {n} not run' if (n := s.get('not_run')) else ''} of {s['total']} cases in "
         f"{report['seconds']:.1f} s. Language {escape(a['language'])}; classes "
-        f"{escape(', '.join(a['classes']))}; format writes {a['format']['writes']}, reads "
-        f"{escape(str(a['format']['reads']))}. Suite digest "
+        f"{escape(', '.join(a['classes']))}; format {escape(format_text(a['format']))}. "
+        f"Suite digest "
         f"<code>{escape(report['suite']['digest'])}</code>; "
         f"started {escape(report['started'])}.</p>",
+        *_gate(report.get("gate")),
         *_filter(results),
         f'<h2 id="failures">Failures ({len(failed)})</h2>',
         *_failures(failed, report["requirements"]),
@@ -185,6 +186,40 @@ def render_run(report: Mapping[str, Any]) -> str:
         *_cases_by_area(results),
     ]
     return _page(title, body, script=_FILTER_SCRIPT)
+
+
+def _gate(gate: Mapping[str, Any] | None) -> list[str]:
+    """What the expectations file made of the run (docs: "5. Gate CI"), before any case."""
+    if not gate:
+        return []
+    ok = not (gate["unexpected_failures"] or gate["stale"])
+    lines = [
+        '<h2 id="gate">Expectations</h2>',
+        f"<p>{escape(gate['file'])}: gate <strong>{'passed' if ok else 'failed'}</strong>; "
+        f"{len(gate['expected_failures'])} expected failure(s), "
+        f"{len(gate['unexpected_failures'])} unexpected, {len(gate['stale'])} stale, "
+        f"{len(gate['unchecked'])} listed but not checked in this run.</p>",
+    ]
+    changed = {c["id"]: c for c in gate.get("changed", [])}
+    groups = (
+        ("Unexpected failures", gate["unexpected_failures"]),
+        ("Listed as failing, but passed (remove them)", gate["stale"]),
+        ("Listed, not checked (not selected or not applicable)", gate["unchecked"]),
+    )
+    for title, ids in groups:
+        if not ids:
+            continue
+        items = []
+        for case_id in ids:
+            note = ""
+            if case_id in changed:
+                note = (
+                    f" (listed for {changed[case_id]['listed']}, "
+                    f"now fails by {changed[case_id]['now']})"
+                )
+            items.append(f"<li><code>{escape(case_id)}</code>{escape(note)}</li>")
+        lines += [f"<p>{escape(title)}:</p>", "<ul>", *items, "</ul>"]
+    return lines
 
 
 def _basis(result: Mapping[str, Any]) -> str | list[str]:

@@ -13,16 +13,29 @@ from kvconform.reports.untrusted import xml as _x
 
 
 def render(report: Mapping[str, Any]) -> str:
+    """One testsuite per area. Under an expectations file the test tab agrees with the
+    gate: an expected failure is skipped (its failure in the message), a stale entry
+    (listed as failing, but passed) is a failure."""
     by_area: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for result in report["results"]:
         by_area[result["area"]].append(result)
-    summary = report["summary"]
+    gate = report.get("gate") or {}
+    expected = set(gate.get("expected_failures", ()))
+    stale = set(gate.get("stale", ()))
+
+    def failing(r: Mapping[str, Any]) -> bool:
+        return (r["verdict"] == "failed" and r["id"] not in expected) or r["id"] in stale
+
+    def skipped(r: Mapping[str, Any]) -> bool:
+        return r["verdict"] in ("not_applicable", "not_run") or r["id"] in expected
+
+    results = report["results"]
     root = ET.Element(
         "testsuites",
         name=_x(f"kvconform {report['suite']['version']} against {report['adapter']['name']}"),
-        tests=str(summary["total"]),
-        failures=str(summary["failed"]),
-        skipped=str(summary["not_applicable"] + summary.get("not_run", 0)),
+        tests=str(report["summary"]["total"]),
+        failures=str(sum(map(failing, results))),
+        skipped=str(sum(map(skipped, results))),
         time=f"{report['seconds']:.3f}",
     )
     from kvconform.reports.record import caveats
@@ -36,8 +49,8 @@ def render(report: Mapping[str, Any]) -> str:
             "testsuite",
             name=_x(area),
             tests=str(len(results)),
-            failures=str(sum(r["verdict"] == "failed" for r in results)),
-            skipped=str(sum(r["verdict"] in ("not_applicable", "not_run") for r in results)),
+            failures=str(sum(map(failing, results))),
+            skipped=str(sum(map(skipped, results))),
             time=f"{sum(r.get('seconds', 0.0) for r in results):.6f}",
         )
         if notes:
@@ -59,7 +72,27 @@ def render(report: Mapping[str, Any]) -> str:
             basis = r.get("basis", "seed")
             shown = "seed" if basis == "seed" else ",".join(basis)
             ET.SubElement(props, "property", name="basis", value=_x(shown))
-            if r["verdict"] == "failed":
+            if r["id"] in expected:
+                failure = r["failure"]
+                ET.SubElement(
+                    case,
+                    "skipped",
+                    message=_x(
+                        f"known failure (listed in {gate.get('file', '')}): "
+                        f"{failure['step']}: expected {failure['expected']}"
+                    ),
+                )
+            elif r["id"] in stale:
+                ET.SubElement(
+                    case,
+                    "failure",
+                    message=_x(
+                        f"listed as failing in {gate.get('file', '')}, but passes: "
+                        "remove it from the expectations file"
+                    ),
+                    type="stale-expectation",
+                )
+            elif r["verdict"] == "failed":
                 failure = r["failure"]
                 on = "seed" if basis == "seed" else "decision " + ",".join(basis)
                 node = ET.SubElement(

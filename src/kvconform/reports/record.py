@@ -169,6 +169,13 @@ def write(report: Mapping[str, Any], path: Path) -> None:
     write_atomic(path, json.dumps(report, indent=2) + "\n")  # ASCII: lone surrogates escaped
 
 
+def format_text(fmt: Mapping[str, Any]) -> str:
+    """The declared block format in words: "writes 2, reads [1, 2]"; a reader that
+    writes no version says so instead of a null."""
+    writes = "no version" if fmt["writes"] is None else fmt["writes"]
+    return f"writes {writes}, reads {list(fmt['reads'])}"
+
+
 def caveats(report: Mapping[str, Any]) -> list[str]:
     """What every rendering must show before any verdict: a modified suite, an incomplete run."""
     out = []
