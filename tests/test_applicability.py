@@ -159,6 +159,28 @@ def test_an_undeclared_option_value_is_refused() -> None:
         InProcessDriver(Declaring(options={"grow_on_append": "yes"}))
 
 
+@pytest.mark.parametrize(
+    "changes, reason",
+    [
+        ({"classes": ["hash", 3]}, r"classes: expected a set of class names, got \['hash', 3\]"),
+        ({"classes": frozenset({"hash", "bogus"})}, "classes: unknown class 'bogus'"),
+        ({"name": None}, "name: expected a string, got None"),
+        ({"format_writes": "1"}, "format.writes: expected an integer or None"),
+        ({"format_reads": frozenset({True})}, "format.reads: expected a set of integers"),
+        ({"options": {"append_past_capacity": 1}}, "options: expected a mapping"),
+        ({"uint_bits": 32.0}, "capabilities.uint_bits: expected an integer"),
+        ({"dtypes": "f32"}, "capabilities.dtypes: expected None or a set of dtype names"),
+    ],
+)
+def test_an_in_process_description_of_the_wrong_types_names_its_field(
+    changes: dict[str, object], reason: str
+) -> None:
+    """An in-process describe() is checked as a hello answer is: a value of the wrong type
+    is one line naming its field (a CI trial got a TypeError from sorting [3, 'hash'])."""
+    with pytest.raises(ValueError, match=reason):
+        InProcessDriver(Declaring(**changes))
+
+
 def test_every_readable_set_scenario_declares_its_profile() -> None:
     """A case expecting unsupported_format depends on the readable set: it names it (PROF-3).
 

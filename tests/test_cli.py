@@ -53,7 +53,6 @@ def test_default_run_is_green_against_the_reference() -> None:
         (["run", "--requirement", "PLAN-999"], "no such requirement"),
         (["run", "--class", "planning"], "not one of"),
         (["run", "--timeout", "-1"], "above 0"),
-        (["run", "--adapter", "no_such_module:make"], "cannot import"),
         (["run", "--adapter", "json"], "expected 'module:factory'"),
         (["run", "--adapter", "x:y", "--adapter-cmd", "z"], "not allowed with"),
         (["compare", "nothing.json", "-o", "x.html"], "not a kvconform JSON report"),
@@ -69,6 +68,22 @@ def test_bad_arguments_exit_2_with_one_clear_line(argv: list[str], fragment: str
     assert fragment in err
     assert "Traceback" not in err
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "spec, fragment",
+    [
+        ("no_such_module:make", "cannot import 'no_such_module'"),
+        ("json:no_such_factory", "has no attribute 'no_such_factory'"),
+        ("builtins:object", "the factory returned no describe() method"),
+    ],
+)
+def test_an_adapter_module_that_cannot_be_had_could_not_start(spec: str, fragment: str) -> None:
+    """A well-formed --adapter naming what is not there is an adapter that could not
+    start (exit 3, as for a missing --adapter-cmd program), not a bad argument."""
+    status, _, err = run("run", "--quiet", "--adapter", spec)
+    assert status == cli.EXIT_ADAPTER, err
+    assert fragment in err and "Traceback" not in err
 
 
 def test_a_run_that_judges_nothing_has_no_verdict() -> None:

@@ -41,7 +41,12 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO, cast
 
 import kvconform
-from kvconform.adapters import DEFAULT_ADAPTER, AdapterSpecError, load_adapter
+from kvconform.adapters import (
+    DEFAULT_ADAPTER,
+    AdapterLoadError,
+    AdapterSpecError,
+    load_adapter,
+)
 from kvconform.files import refuse_replacing
 from kvconform.harness import manifest, suite
 from kvconform.harness.runner import CaseResult, run_case, step_labels
@@ -427,7 +432,9 @@ def _driver(args: argparse.Namespace) -> Driver:
     spec = args.adapter or DEFAULT_ADAPTER
     try:
         return InProcessDriver(load_adapter(spec))
-    except AdapterSpecError as exc:
+    except AdapterLoadError as exc:  # named right, but not there: as a missing program
+        raise AdapterStartFailed(str(exc)) from None
+    except AdapterSpecError as exc:  # not 'module:factory' at all: a bad argument
         raise UsageError(str(exc)) from None
     except KeyboardInterrupt:
         raise

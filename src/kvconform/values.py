@@ -264,6 +264,10 @@ def _shown(text: str, limit: int = 60) -> str:
     return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(text)} characters)"
 
 
+def _clipped(shown: str, limit: int = 60) -> str:
+    return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(shown)} characters)"
+
+
 #: A field type in a fixed per-family key schema (PLAN-17): a typed parameter, or a hook.
 PARAM_TYPES = ("u64", "f64", "str", "hook")
 
@@ -292,6 +296,51 @@ class AdapterInfo:
     #: (SIG-14): 64, or 32 for a reader whose counts are ``u32``.
     uint_bits: int = 64
 
+    def _type_problems(self) -> list[str]:
+        """Each field whose value is not of its type, named as a hello answer names it
+        (the wire codec checks the same of a stdio adapter's answer)."""
+
+        def strings(value: object) -> bool:
+            return isinstance(value, (set, frozenset, list, tuple)) and all(
+                isinstance(v, str) for v in value
+            )
+
+        def integer(value: object) -> bool:
+            return isinstance(value, int) and not isinstance(value, bool)
+
+        def text_map(value: object) -> bool:
+            return isinstance(value, Mapping) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+            )
+
+        fields: list[tuple[str, object, bool, str]] = [
+            ("name", self.name, isinstance(self.name, str) and bool(self.name), "a string"),
+            ("version", self.version, isinstance(self.version, str) and bool(self.version),
+             "a string"),
+            ("language", self.language,
+             isinstance(self.language, str) and bool(self.language), "a string"),
+            ("classes", self.classes, strings(self.classes), "a set of class names"),
+            ("format.writes", self.format_writes,
+             self.format_writes is None or integer(self.format_writes), "an integer or None"),
+            ("format.reads", self.format_reads,
+             isinstance(self.format_reads, (set, frozenset, list, tuple))
+             and all(integer(v) for v in self.format_reads), "a set of integers"),
+            ("options", self.options, text_map(self.options), "a mapping of names to values"),
+            ("capabilities.raw_fold", self.raw_fold, isinstance(self.raw_fold, bool), "a bool"),
+            ("capabilities.dtypes", self.dtypes, self.dtypes is None or strings(self.dtypes),
+             "None or a set of dtype names"),
+            ("capabilities.key_schema", self.key_schema,
+             self.key_schema is None or (isinstance(self.key_schema, Mapping) and all(
+                 isinstance(f, str) and text_map(p) for f, p in self.key_schema.items())),
+             "None or a mapping of families to parameter types"),
+            ("capabilities.uint_bits", self.uint_bits, integer(self.uint_bits), "an integer"),
+        ]  # fmt: skip
+        return [
+            f"{where}: expected {what}, got {_clipped(ascii(value))}"
+            for where, value, ok, what in fields
+            if not ok
+        ]
+
     def declared_capabilities(self) -> dict[str, object]:
         """The capabilities that differ from their defaults, in their wire form (CONF-7)."""
         caps: dict[str, object] = {} if self.raw_fold else {"raw_fold": False}
@@ -309,7 +358,16 @@ class AdapterInfo:
 
     def problems(self) -> list[str]:
         """What is wrong with this self-description (an adapter-start error if any)."""
+        typed = self._type_problems()
+        if typed:  # an in-process describe() is Python: its types are not yet checked
+            return typed
         found = []
+        unknown = sorted(set(self.classes) - set(CLASSES))
+        if unknown:
+            found.append(
+                f"classes: unknown class {_shown(', '.join(unknown))} "
+                f"(the classes are {', '.join(CLASSES)})"
+            )
         if not self.classes:
             found.append("classes: none declared; claim at least one class (CONF-1)")
         for cls in sorted(self.classes):

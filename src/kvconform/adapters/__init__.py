@@ -17,6 +17,11 @@ class AdapterSpecError(ValueError):
     """A ``module:factory`` string that does not name a usable adapter factory."""
 
 
+class AdapterLoadError(AdapterSpecError):
+    """A well-formed ``module:factory`` whose module, factory or adapter cannot be had:
+    the adapter could not start (the command line itself was right)."""
+
+
 def load_adapter(spec: str) -> Adapter:
     """Import ``module:factory`` and call the factory with no arguments.
 
@@ -32,16 +37,16 @@ def load_adapter(spec: str) -> Adapter:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise AdapterSpecError(f"adapter {spec!r}: cannot import {module_name!r}: {exc}") from exc
+        raise AdapterLoadError(f"adapter {spec!r}: cannot import {module_name!r}: {exc}") from exc
     factory: Any = module
     for part in attr.split("."):
         try:
             factory = getattr(factory, part)
         except AttributeError:
-            raise AdapterSpecError(
+            raise AdapterLoadError(
                 f"adapter {spec!r}: module {module_name!r} has no attribute {attr!r}"
             ) from None
     adapter = factory()
     if not isinstance(adapter, Adapter):
-        raise AdapterSpecError(f"adapter {spec!r}: the factory returned no describe() method")
+        raise AdapterLoadError(f"adapter {spec!r}: the factory returned no describe() method")
     return adapter
