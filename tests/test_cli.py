@@ -240,6 +240,28 @@ def test_compare_renders_a_matrix_with_links_to_failing_cases(
     assert "impl1-ALLOC-5" in page.ids
 
 
+def test_compare_tells_apart_runs_of_one_version_and_warns_of_other_suites(
+    mutant_reports: Path, tmp_path: Path
+) -> None:
+    """Three commits of one engine at one version are three columns named by their
+    files; reports of different suites are said to be (a CI trial's doc gaps)."""
+    first = json.loads((mutant_reports / "report.json").read_text())
+    second = {**first, "suite": {**first["suite"], "digest": "0" * 64, "version": "0.0.1"}}
+    (tmp_path / "a.json").write_text(json.dumps(first))
+    (tmp_path / "b.json").write_text(json.dumps(second))
+    out = tmp_path / "m.html"
+    status, _, err = run(
+        "compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "-o", str(out)
+    )
+    assert status == cli.EXIT_OK, err
+    assert "warning: these reports come from different suites: 0.0.1" in err
+    page = out.read_text()
+    name = f"{first['adapter']['name']} {first['adapter']['version']}"
+    assert f"<th>{name} ({tmp_path / 'a.json'})</th>" in page
+    assert f"<th>{name} ({tmp_path / 'b.json'})</th>" in page
+    assert "different suites" in page
+
+
 def _expectations(path: Path, ids: list[str]) -> Path:
     lines = ["kvconform: expectations/1", "known_failures:"]
     lines += [f"  - {{id: {i}, reason: known}}" for i in ids]

@@ -167,7 +167,8 @@ def _parser() -> argparse.ArgumentParser:
         "--report-dir",
         type=Path,
         metavar="DIR",
-        help="write report.json, report.xml, summary.md and report.html into DIR",
+        help="write report.json, report.xml, summary.md and report.html into DIR (a report "
+        "also given by its own option, --json FILE say, is written to FILE instead)",
     )
     gate = run.add_argument_group("gating")
     gate.add_argument(
@@ -1196,8 +1197,11 @@ def cmd_compare(args: argparse.Namespace, err: TextIO) -> int:
             reports.append(record.read(path))
         except SourceError as exc:
             raise UsageError(f"{path}: not a kvconform JSON report ({exc})") from None
+    differ = html.suites_differ(reports)
+    if differ:
+        err.write(f"kvconform: warning: {differ}\n")
     try:
-        html.write_compare(reports, args.output)
+        html.write_compare(reports, args.output, [str(path) for path in args.reports])
     except OSError as exc:
         raise UsageError(f"cannot write {args.output}: {exc}") from None
     err.write(f"wrote {args.output} ({len(reports)} implementations)\n")

@@ -20,14 +20,21 @@ def write_atomic(path: Path, text: str) -> None:
     """
     refuse_replacing(path)
     data = text.encode("utf-8", "backslashreplace")
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        handle, temporary = tempfile.mkstemp(
+            prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
+        )
+    except OSError as exc:  # named by the path asked for, not by a temporary name
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
     try:
         os.chmod(temporary, 0o666 & ~_umask())  # as an ordinary new file would be
         with os.fdopen(handle, "wb") as out:
             out.write(data)
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as exc:
         Path(temporary).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         raise
 
 

@@ -415,19 +415,52 @@ def _cases_by_area(results: Sequence[Mapping[str, Any]]) -> list[str]:
     return out
 
 
-def render_compare(reports: Sequence[Mapping[str, Any]]) -> str:
-    """A matrix: requirements by implementations; a failing cell links to its cases."""
+def compare_names(
+    reports: Sequence[Mapping[str, Any]], sources: Sequence[str] | None = None
+) -> list[str]:
+    """Each report's column name: its adapter's name and version, and, where two would
+    read alike (three commits of one engine at one version), the report's source too."""
     names = [f"{r['adapter']['name']} {r['adapter']['version']}" for r in reports]
+    if sources is not None:
+        alike = {n for n in names if names.count(n) > 1}
+        names = [
+            f"{n} ({source})" if n in alike else n for n, source in zip(names, sources, strict=True)
+        ]
+    return names
+
+
+def suites_differ(reports: Sequence[Mapping[str, Any]]) -> str:
+    """A warning when the reports come from different suites (empty when they do not):
+    a requirement's cases, and so its verdict, may differ between them."""
+    suites = sorted({(r["suite"]["version"], r["suite"]["digest"]) for r in reports})
+    if len(suites) < 2:
+        return ""
+    shown = ", ".join(f"{version} (digest {digest[:12]})" for version, digest in suites)
+    return (
+        f"these reports come from different suites: {shown}; a requirement's cases may "
+        "differ between them, so compare its verdicts with care"
+    )
+
+
+def render_compare(
+    reports: Sequence[Mapping[str, Any]], sources: Sequence[str] | None = None
+) -> str:
+    """A matrix: requirements by implementations; a failing cell links to its cases.
+    ``sources`` (the reports' file names) tell apart reports of one name and version."""
+    names = compare_names(reports, sources)
     requirement_ids: list[str] = []
     for report in reports:
         for rid in report["requirements"]:
             if rid not in requirement_ids:
                 requirement_ids.append(rid)
     title = "kvconform comparison: " + ", ".join(names)
+    differ = suites_differ(reports)
     body = [
         f"<h1>{escape(title)}</h1>",
+        *([f'<p class="caveat"><strong>{escape(differ)}</strong></p>'] if differ else []),
         '<table id="summary"><tr><th>implementation</th>'
-        "<th>language</th><th>suite</th><th>passed</th><th>failed</th><th>n/a</th></tr>",
+        "<th>language</th><th>suite</th><th>started</th><th>passed</th><th>failed</th>"
+        "<th>n/a</th></tr>",
     ]
     for name, report in zip(names, reports, strict=True):
         s = report["summary"]
@@ -436,6 +469,7 @@ def render_compare(reports: Sequence[Mapping[str, Any]]) -> str:
             f"<td>{escape(report['adapter']['language'])}"
             f"</td><td>{escape(report['suite']['version'])} "
             f"<code>{escape(report['suite']['digest'][:12])}</code></td>"
+            f"<td>{escape(report['started'])}</td>"
             f'<td>{s["passed"]}</td><td class="{"failed" if s["failed"] else "passed"}">'
             f"{s['failed']}{escape(_split(s))}</td><td>{s['not_applicable']}</td></tr>"
         )
@@ -506,5 +540,7 @@ def write_run(report: Mapping[str, Any], path: Path) -> None:
     write_atomic(path, render_run(report))
 
 
-def write_compare(reports: Sequence[Mapping[str, Any]], path: Path) -> None:
-    write_atomic(path, render_compare(reports))
+def write_compare(
+    reports: Sequence[Mapping[str, Any]], path: Path, sources: Sequence[str] | None = None
+) -> None:
+    write_atomic(path, render_compare(reports, sources))
