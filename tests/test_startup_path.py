@@ -220,7 +220,8 @@ def test_the_requirement_index_finds_a_first_line_and_neighbouring_lines(
 
 _UNSHOWABLE = re.compile(
     r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff"
-    r"\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]"  # bidi controls, separators
+    r"\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029"  # bidi controls, separators
+    r"\ufdd0-\ufdef]"  # noncharacters; those at the end of planes 1 to 16 below
 )
 
 
@@ -229,11 +230,15 @@ def _plain_visible(text: str) -> str:
         code = ord(match.group())
         return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
-    return _UNSHOWABLE.sub(escape, text)
+    def astral(char: str) -> str:
+        plane_end = ord(char) > 0xFFFF and ord(char) & 0xFFFE == 0xFFFE
+        return f"\\U{ord(char):08x}" if plane_end else char
+
+    return "".join(map(astral, _UNSHOWABLE.sub(escape, text)))
 
 
 def test_visible_escapes_what_the_pattern_escapes() -> None:
-    for code in [*range(0x3000), *range(0xD7F0, 0x10000), 0x10000, 0x1F600, 0x10FFFF]:
+    for code in [*range(0x3000), *range(0xD7F0, 0x10000), 0x10000, 0x1F600, 0x1FFFE, 0x10FFFF]:
         for text in (chr(code), f"a{chr(code)}\n\tb", f"{chr(code)}{chr(code)}"):
             assert untrusted.visible(text) == _plain_visible(text), hex(code)
     for text in ("", "plain", "tab\tand\nnewline", "cr\r", "esc\x1b[31m", "del\x7f", "é\x85"):

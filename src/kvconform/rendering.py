@@ -72,12 +72,19 @@ def _unshowable() -> re.Pattern[str]:
         # directional marks, embeddings, overrides and isolates, which can make the
         # harness's own words that follow read reversed (CVE-2021-42574), and the
         # Unicode line and paragraph separators, which break a line in some viewers
-        r"\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]"
+        r"\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029"
+        # noncharacters, which a terminal shows as nothing or as a box (a trial's
+        # counterexample printed U+10FFFF raw, invisible)
+        r"\ufdd0-\ufdef"
+        + "".join(f"\\U{plane:04x}fffe\\U{plane:04x}ffff" for plane in range(1, 17))
+        + "]"
     )
 
 
 def _escape(match: re.Match[str]) -> str:
     code = ord(match.group())
+    if code > 0xFFFF:
+        return f"\\U{code:08x}"
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 

@@ -288,7 +288,9 @@ def render_failure(case: Case, failures: tuple[Failure, ...], reason: str = "") 
         lines.append(f"  incident: {case.incident}")
     if first.detail:
         lines.append("  detail:\n    " + first.detail.strip().replace("\n", "\n    "))
-    if len(failures) > 1:
+    if len(failures) > 1 and first.broken:  # what follows a broken step judged nothing
+        lines.append(f"  ({len(failures) - 1} later check(s) not judged: the adapter broke)")
+    elif len(failures) > 1:
         lines.append(f"  ({len(failures) - 1} more failed check(s) in this {case.kind})")
     return "\n".join(lines)
 
