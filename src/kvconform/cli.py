@@ -747,6 +747,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         report["adapter"]["incidents"] = list(incidents)
     if incomplete is not None:
         report["incomplete"] = incomplete
+        report["stopped_by"] = _stop_kind(stopped)
     with _signals_held():  # every output of this run, or (after a signal) none changed
         unwritten = [] if generated is None else list(generated.unwritten)
         unwritten += _write_reports(args, report)
@@ -923,8 +924,21 @@ def _report_no_start(
         seconds=0.0,
     )
     report["incomplete"] = reason
+    report["stopped_by"] = (
+        "adapter_not_started" if isinstance(why, AdapterStartFailed) else _stop_kind(why)
+    )
     with _signals_held():
         _say_unwritten(_write_reports(args, report), err)
+
+
+def _stop_kind(stopped: BaseException | None) -> str:
+    """What ended a run early, as the JSON report's ``stopped_by`` names it (the exit
+    status follows it: 130, 3 or 4), so that CI need not read the ``incomplete`` text."""
+    if isinstance(stopped, Stopped | KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(stopped, Unresponsive):
+        return "adapter_unresponsive"
+    return "internal_error"
 
 
 def _stop_reason(stopped: BaseException, done: int, total: int) -> str:
