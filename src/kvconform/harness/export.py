@@ -268,8 +268,12 @@ def write_counterexample(
         f"Exported by kvconform's generated checks ({cx.property_id}) from a counterexample\n"
         f"against {adapter}; expectations are the reference's answers.\n"
         + (f"Found by: {reproduce}\n" if reproduce else "")
-        + f"To keep it: review id, title and why, move it to conformance/scenarios/"
-        f"{exported.area}/,\nand refresh the manifest (python -m kvconform.harness.manifest)."
+        + "To keep it as your own regression test: commit it in your repository and run\n"
+        "it with pytest, whose kvconform plugin collects it where it lies\n"
+        "(pytest --kv-adapter-cmd '<your adapter>' <this folder>); the pinned suite is\n"
+        "unchanged. To propose it for the suite: review id, title and why, move it to\n"
+        f"conformance/scenarios/{exported.area}/ and refresh the manifest\n"
+        "(python -m kvconform.harness.manifest)."
     )
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{exported.scenario_id}.yaml"
