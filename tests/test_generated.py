@@ -644,10 +644,14 @@ def test_generated_checks_show_progress_per_property() -> None:
             return True
 
     for err in (io.StringIO(), Terminal()):
-        status = cli.main(["run", "--class", "hash", "--generated", "30"], io.StringIO(), err)
+        status = cli.main(
+            ["run", "--class", "hash", "--generated", "30", "--seed", "523031069"],
+            io.StringIO(),
+            err,
+        )
         assert status == cli.EXIT_OK
         text = err.getvalue()
-        # a program drawn twice is run once, and the line says so (the fixed seed draws 2)
+        # a program drawn twice is run once, and the line says so (this seed draws 2)
         assert re.search(
             r"generated\.hash: passed \(30 programs drawn, 28 distinct, \d+\.\d s\)", text
         )
