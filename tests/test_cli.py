@@ -463,17 +463,17 @@ def test_every_report_shows_safety_failures_apart_from_policy_failures(tmp_path:
     capacity = [r for r in data["results"] if r["id"] == "alloc.capacity.exceeded-is-refused-whole"]
     assert truncates[0]["basis"] == "seed" and truncates[0]["verdict"] == "failed"
     assert capacity[0]["basis"] == ["append-past-capacity"] and capacity[0]["verdict"] == "failed"
-    assert f"{by['seed']} on the seeds' semantics: safety" in out
+    assert f"{by['seed']} on the seeds' semantics: fix first" in out
     assert f"{by['decision']} on a decision of the specification: policy" in out
     markdown = (tmp_path / "summary.md").read_text()
-    assert f"### Failures on the seeds' semantics (safety) ({by['seed']})" in markdown
+    assert f"### Failures on the seeds' semantics (fix first) ({by['seed']})" in markdown
     policy = f"### Failures on a decision of the specification (policy) ({by['decision']})"
     assert policy in markdown
     junit = ET.parse(tmp_path / "report.xml").getroot()
     types = Counter(f.get("type") for f in junit.iter("failure"))
     assert types == {"seed": by["seed"], "decision": by["decision"]}
     page = (tmp_path / "report.html").read_text()
-    assert f"On the seeds' semantics (safety): {by['seed']}" in page
+    assert f"On the seeds' semantics (fix first): {by['seed']}" in page
     assert f"On a decision of the specification (policy): {by['decision']}" in page
     status, _, err = run("compare", str(tmp_path / "report.json"), "-o", str(tmp_path / "c.html"))
     assert status == cli.EXIT_OK, err

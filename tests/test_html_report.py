@@ -143,7 +143,7 @@ def test_failures_are_grouped_by_requirement_with_its_text(
             assert f'id="case-{case_id}"' in sections[rid], (rid, case_id)
     # safety apart from policy (CONF-8): the split survives the grouping
     by = report["summary"]["failed_by_basis"]
-    assert f"On the seeds' semantics (safety): {by['seed']}</h3>" in page
+    assert f"On the seeds' semantics (fix first): {by['seed']}</h3>" in page
     assert f"On a decision of the specification (policy): {by['decision']}</h3>" in page
 
 
@@ -158,7 +158,7 @@ def test_each_failure_opens_to_its_text_and_the_commands_for_it(
         assert "trace (&gt; sent, &lt; received)" in block  # the run used --trace
         assert f"kvconform explain {r['id']}\n" in block
         assert f"kvconform run --id {r['id']} " in block
-        assert "policy: decision profile-v2" in block or "safety:" in block
+        assert "policy: decision profile-v2" in block or "seed:" in block
         # and, one level further in, what `kvconform explain` would print for it
         explained = page[page.index('<details class="explain">', start) :]
         assert explained.index("As written:") < explained.index("</details>")

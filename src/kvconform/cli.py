@@ -1138,7 +1138,7 @@ def _print_summary(
     elif s["failed"]:
         by = s["failed_by_basis"]
         split = (
-            f" ({by['seed']} on the seeds' semantics: safety; "
+            f" ({by['seed']} on the seeds' semantics: fix first; "
             f"{by['decision']} on a decision of the specification: policy"
             f"{not_answers(s)})"
         )

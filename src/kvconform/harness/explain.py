@@ -159,7 +159,7 @@ def explain_generated(property_id: str) -> str:
 
 def _basis(case: Case) -> str:
     if not case.basis:
-        return "the seeds' semantics (a failure is about safety)"
+        return "the seeds' semantics (a failure breaks a rule every implementation shares)"
     return (
         f"decision {', '.join(case.basis)} (spec/README.md, Decisions; a failure is about policy)"
     )

@@ -242,7 +242,7 @@ def run_cases(cases: Iterable[Case], driver: Driver, *, trace: bool = False) -> 
 
 
 #: Why a failed case failed, in the order a person should read them (CONF-8 sorts the
-#: wrong answers by basis into safety and policy; the other two are neither).
+#: wrong answers by basis, the seeds' semantics apart from policy; the other two are neither).
 CAUSES = ("answer", "message", "adapter")
 _CAUSE_TEXT = {
     "message": "only the error's message wording (ERR-6); its kind, field and values were right",
@@ -298,7 +298,10 @@ def render_failure(case: Case, failures: tuple[Failure, ...], reason: str = "") 
 def _basis(case: Case) -> str:
     """What the verdict rests on, for a person deciding what to fix first (CONF-8)."""
     if not case.basis:
-        return "the seeds' semantics (a failure here is about safety)"
+        return (
+            "the seeds' semantics (a rule every implementation shares: a wrong answer, or "
+            "a plan rebuilt for nothing; fix these first)"
+        )
     return (
         f"decision {', '.join(case.basis)} of the specification (spec/README.md, Decisions; "
         "a failure here is about policy)"

@@ -89,7 +89,7 @@ class Case:
 
     @property
     def basis_kind(self) -> str:
-        """``seed`` or ``decision``: whether a failure is about safety or about policy."""
+        """``seed`` or ``decision``: whether a failure breaks the seeds' semantics or a policy."""
         return "decision" if self.basis else "seed"
 
     @cached_property

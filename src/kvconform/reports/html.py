@@ -250,7 +250,7 @@ def _filter(results: Sequence[Mapping[str, Any]]) -> list[str]:
 
     options = [
         ("any", "any"),
-        ("seed", "the seeds' semantics (safety)"),
+        ("seed", "the seeds' semantics (fix first)"),
         ("decision", "any decision of the specification (policy)"),
         *((f"decision:{d}", f"decision {d}") for d in decisions),
     ]
@@ -278,7 +278,7 @@ def _failures(failed: Sequence[Mapping[str, Any]], requirements: Mapping[str, An
     ]
     order = {rid: index for index, rid in enumerate(requirements)}
     for heading, group in (
-        ("On the seeds' semantics (safety)", [r for r in failed if _basis(r) == "seed"]),
+        ("On the seeds' semantics (fix first)", [r for r in failed if _basis(r) == "seed"]),
         (
             "On a decision of the specification (policy)",
             [r for r in failed if _basis(r) != "seed"],
@@ -310,7 +310,7 @@ def _failure(result: Mapping[str, Any]) -> str:
     case_id = str(result["id"])
     basis = _basis(result)
     if basis == "seed":
-        tag = '<span class="tag seed">safety: the seeds&#x27; semantics</span>'
+        tag = '<span class="tag seed">seed: the seeds&#x27; semantics</span>'
     else:
         tag = f'<span class="tag decision">policy: decision {escape(", ".join(basis))}</span>'
     failure = result.get("failure", {})

@@ -78,7 +78,7 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
         lines.append(f"| {_m(area)} | {c['passed']} | {c['failed']} | {c['not_applicable']} |")
     failed = [r for r in report["results"] if r["verdict"] == "failed"]
     groups = (
-        ("on the seeds' semantics (safety)", [r for r in failed if r.get("basis") == "seed"]),
+        ("on the seeds' semantics (fix first)", [r for r in failed if r.get("basis") == "seed"]),
         (
             "on a decision of the specification (policy)",
             [r for r in failed if r.get("basis") != "seed"],
