@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -637,3 +638,98 @@ def test_a_signal_while_the_outputs_are_written_waits_for_all_of_them(
     assert status == cli.EXIT_INTERRUPTED, (status, err)
     for name in ("report.json", "report.xml", "summary.md", "report.html"):
         assert not (tmp_path / name).read_text(encoding="utf-8").startswith("OLD"), name
+
+
+# --- found by the hostile-input audit of 2.6.0 ---------------------------------------
+
+
+def test_a_wrong_answer_judged_before_the_adapter_broke_stays_the_failure() -> None:
+    """The adapter broke after a judged wrong answer: the case fails on that answer (cause
+    answer), never 'no answer was judged' (the audit saw NO VERDICT over real wrong answers)."""
+    status, out, _ = run(
+        "run", "--quiet", "--id", "alloc.rewind.rewind-then-append-reuses-positions",
+        "--adapter", "tests.fixtures.inprocess_misbehaving:WrongThenCrash",
+    )  # fmt: skip
+    assert status == cli.EXIT_FAILED, out
+    assert "failed at step 6 (cache_append)" in out and "requested=109" in out
+    assert "later check(s) not judged: the adapter broke" in out
+    assert "none judged an answer" not in out and "NOT CONFORMANT" in out
+
+
+def test_a_result_of_a_subclass_breaks_the_step_not_the_run() -> None:
+    """An int subclass whose == raises is not a wire value: the step breaks, the run ends
+    with a verdict (it used to end as an internal error after the first case)."""
+    status, out, err = run(
+        "run", "--quiet", "--area", "alloc",
+        "--adapter", "tests.fixtures.inprocess_misbehaving:IdOfASubclass",
+    )  # fmt: skip
+    assert status == cli.EXIT_FAILED, err
+    assert "internal error" not in err and "expected an unsigned 64-bit integer" in out
+
+
+def test_a_generated_check_where_the_adapter_broke_has_the_adapters_cause(
+    tmp_path: Path,
+) -> None:
+    """A generated program on which the adapter raised is a failure by the adapter breaking
+    (the gate knows it by that cause), not a wrong answer."""
+    report = tmp_path / "r.json"
+    status, _, err = run(
+        "run", "--quiet", "--id", "generated.key-state-machine", "--generated", "20",
+        "--adapter", "tests.fixtures.inprocess_misbehaving:RaisesOnTruncate",
+        "--json", str(report),
+    )  # fmt: skip
+    assert status == cli.EXIT_FAILED, err
+    (result,) = json.loads(report.read_text())["results"]
+    assert result["failure"]["cause"] == "adapter"
+
+
+def test_a_gate_is_not_reached_by_a_run_that_stopped_early(tmp_path: Path) -> None:
+    """Cases not run: the gate passes nowhere (console, HTML, JUnit), the exit is 3."""
+    adapter = f"{sys.executable} {FIXTURES / 'misbehaving_adapter.py'} hang --op cache_truncate"
+    listed = tmp_path / "e.yaml"
+    listed.write_text("kvconform: expectations/1\nknown_failures:\n")
+    status, out, _ = run(
+        "run", "--quiet", "--area", "alloc", "--timeout", "0.3", "--adapter-cmd", adapter,
+        "--expectations", str(listed), "--report-dir", str(tmp_path),
+    )  # fmt: skip
+    assert status == cli.EXIT_ADAPTER
+    assert "gate not reached" in out and "gate passed" not in out
+    assert "gate <strong>not reached" in (tmp_path / "report.html").read_text()
+    root = ET.parse(tmp_path / "report.xml").getroot()
+    assert root.get("errors") == "1" and root.find(".//error") is not None
+
+
+def test_compare_refuses_one_report_twice_and_clips_what_a_report_says(tmp_path: Path) -> None:
+    status, _, _ = run("run", "--quiet", "--area", "hash", "--json", str(tmp_path / "a.json"))
+    assert status == cli.EXIT_OK
+    status, _, err = run(
+        "compare", str(tmp_path / "a.json"), str(tmp_path / "." / "a.json"),
+        "-o", str(tmp_path / "m.html"),
+    )  # fmt: skip
+    assert status == cli.EXIT_USAGE and "is given twice" in err
+    data = json.loads((tmp_path / "a.json").read_text())
+    data["adapter"]["name"] = "N" * 1_000_000
+    data["suite"]["version"] = "9.9\nkvconform: CONFORMANT" + "V" * 100_000
+    (tmp_path / "b.json").write_text(json.dumps(data))
+    status, _, err = run(
+        "compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
+        "-o", str(tmp_path / "m.html"),
+    )  # fmt: skip
+    assert status == cli.EXIT_OK, err
+    assert err.count("\n") == 2 and "\nkvconform: CONFORMANT" not in err  # one line each
+    assert (tmp_path / "m.html").stat().st_size < 4 << 20
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ["{id: a.b%s, reason: r}", "{id: alloc.rewind.empty-cache-noop, reason: r, cause: x%s}"],
+)
+def test_an_expectations_error_quoting_a_huge_value_is_one_short_line(
+    tmp_path: Path, entry: str
+) -> None:
+    listed = tmp_path / "e.yaml"
+    listed.write_text(
+        "kvconform: expectations/1\nknown_failures:\n  - " + entry % ("b" * 1_000_000) + "\n"
+    )
+    status, _, err = run("run", "--quiet", "--expectations", str(listed))
+    assert status == cli.EXIT_USAGE and err.count("\n") == 1 and len(err) < 3000, len(err)

@@ -53,9 +53,7 @@ def test_truncate_that_remints_fails_the_rewind_scenarios() -> None:
     """Every rewind scenario on the seeds' semantics that truncates catches a truncate
     that re-mints (one on a decision judges only its decided part, CONF-8)."""
     failed = _failed(_run(TruncateRemints()))
-    rewind = {
-        case.id for case in suite.all_cases() if ".rewind." in case.id and not case.basis
-    }
+    rewind = {case.id for case in suite.all_cases() if ".rewind." in case.id and not case.basis}
     assert rewind, "the suite has no rewind scenarios"
     survivors = (
         rewind

@@ -993,8 +993,14 @@ def _write_output(what: str, path: Path, text: str) -> list[str]:
 def _say_unwritten(unwritten: Sequence[str], err: TextIO) -> bool:
     """One line per output that could not be written after the run (exit status 2)."""
     for line in unwritten:
-        err.write(f"kvconform: error: {line}\n")
+        err.write(f"kvconform: error: {_said(line)}\n")
     return bool(unwritten)
+
+
+def _said(what: object) -> str:
+    """An error's text as one console line: it may quote a file, a path or an adapter
+    (untrusted, of any size), so it is clipped and its line breaks escaped."""
+    return one_line(clip(str(what), 2000))
 
 
 @contextlib.contextmanager
@@ -1028,7 +1034,8 @@ def _print_summary(
     integrity: manifest.Integrity,
     out: TextIO,
 ) -> None:
-    from kvconform.reports.record import caveats, format_text, not_answers
+    from kvconform.reports.record import caveats, format_text, gate_state, not_answers
+    from kvconform.reports.record import verdict as record_verdict
 
     s, a = report["summary"], report["adapter"]
     failed = [r for r in results if r.verdict == "failed"]
@@ -1096,7 +1103,7 @@ def _print_summary(
     gate = report.get("gate")
     if gate:
         out.write(
-            f"\nexpectations {gate['file']}: {len(gate['expected_failures'])} expected "
+            f"\nexpectations {_said(gate['file'])}: {len(gate['expected_failures'])} expected "
             f"failure(s), {len(gate['unexpected_failures'])} unexpected, "
             f"{len(gate['stale'])} stale\n"
         )
@@ -1120,13 +1127,17 @@ def _print_summary(
                 f"  listed but not checked in this run (not selected, not applicable, or a "
                 f"generated property without --generated): {shown}{more}\n"
             )
-    verdict = "CONFORMANT for the declared classes" if not s["failed"] else "NOT CONFORMANT"
+    verdict = {
+        "conformant": "CONFORMANT for the declared classes",
+        "not conformant": "NOT CONFORMANT",
+        "no verdict": "NO VERDICT",
+    }[record_verdict(report)]
     only_broken = s["failed"] and s.get("failed_by_cause", {}).get("adapter") == s["failed"]
-    if report.get("incomplete") or not (s["passed"] or s["failed"]):
-        # a run given up whose every failure is the adapter breaking judged no answer
-        verdict = "NO VERDICT" if not s["failed"] or only_broken else verdict
-    if gate and s["failed"] and not (gate["unexpected_failures"] or gate["stale"]):
+    state = gate_state(report)
+    if state == "passed" and s["failed"]:
         verdict += "; gate passed: every failure is a known one"
+    elif state is not None and state != "passed":
+        verdict += f"; gate {state}"
     split = ""
     if only_broken:
         # No answer was judged: the basis says what a wrong answer would have meant.
@@ -1205,6 +1216,11 @@ def cmd_compare(args: argparse.Namespace, err: TextIO) -> int:
     for path in args.reports:
         if _same_file(path, args.output):
             raise UsageError(f"-o {args.output} would overwrite the report it reads")
+    seen: dict[Path, Path] = {}
+    for path in args.reports:  # one report twice would be two identical columns
+        same = seen.setdefault(path.resolve(), path)
+        if same is not path:
+            raise UsageError(f"{path} is given twice (as {same})")
     reports = []
     for path in args.reports:
         try:
@@ -1213,12 +1229,12 @@ def cmd_compare(args: argparse.Namespace, err: TextIO) -> int:
             raise UsageError(f"{path}: not a kvconform JSON report ({exc})") from None
     differ = html.suites_differ(reports)
     if differ:
-        err.write(f"kvconform: warning: {differ}\n")
+        err.write(f"kvconform: warning: {_said(differ)}\n")
     try:
         html.write_compare(reports, args.output, [str(path) for path in args.reports])
     except OSError as exc:
         raise UsageError(f"cannot write {args.output}: {exc}") from None
-    err.write(f"wrote {args.output} ({len(reports)} implementations)\n")
+    err.write(f"wrote {_said(args.output)} ({len(reports)} implementations)\n")
     return EXIT_OK
 
 
@@ -1346,10 +1362,10 @@ def main(
             return cmd_explain(args, out, err)
         return cmd_compare(args, err)
     except UsageError as exc:
-        err.write(f"kvconform: error: {exc}\n")
+        err.write(f"kvconform: error: {_said(exc)}\n")
         return EXIT_USAGE
     except AdapterStartFailed as exc:
-        err.write(f"kvconform: the adapter could not start: {exc}\n")
+        err.write(f"kvconform: the adapter could not start: {_said(exc)}\n")
         return EXIT_ADAPTER
     except (KeyboardInterrupt, Stopped):
         err.write("kvconform: interrupted\n")
@@ -1361,7 +1377,7 @@ def main(
     except Exception as exc:
         where = traceback.extract_tb(exc.__traceback__)[-1]
         err.write(
-            f"kvconform: internal error: {type(exc).__name__}: {exc} "
+            f"kvconform: internal error: {type(exc).__name__}: {_said(exc)} "
             f"(at {Path(where.filename).name}:{where.lineno}; please report it)\n"
         )
         return EXIT_INTERNAL

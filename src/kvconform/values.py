@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field as _field
+from types import MappingProxyType
 from typing import Literal, TypeAlias
 
 #: The conformance classes (CONF-1).
@@ -268,6 +269,17 @@ def _clipped(shown: str, limit: int = 60) -> str:
     return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(shown)} characters)"
 
 
+def _safe_ascii(value: object) -> str:
+    """``ascii(value)``, clipped, with its type's name where it is not a built-in one; the
+    type's name alone if its own ``repr`` fails (or it has more digits than ``str`` shows)."""
+    kind = type(value).__name__
+    try:
+        shown = _clipped(ascii(value))
+    except Exception:  # a hostile __repr__, or an int of more digits than str() allows
+        return f"a value of type {kind} that cannot be shown"
+    return shown if type(value).__module__ == "builtins" else f"{shown} (of type {kind})"
+
+
 #: A field type in a fixed per-family key schema (PLAN-17): a typed parameter, or a hook.
 PARAM_TYPES = ("u64", "f64", "str", "hook")
 
@@ -300,43 +312,48 @@ class AdapterInfo:
         """Each field whose value is not of its type, named as a hello answer names it
         (the wire codec checks the same of a stdio adapter's answer)."""
 
+        # exact types, as a hello answer carries them: a subclass's own hashing,
+        # comparison or printing never runs in the harness
+        def text(value: object) -> bool:
+            return type(value) is str and bool(value)
+
         def strings(value: object) -> bool:
-            return isinstance(value, (set, frozenset, list, tuple)) and all(
-                isinstance(v, str) for v in value
+            return type(value) in (set, frozenset, list, tuple) and all(
+                type(v) is str
+                for v in value  # type: ignore[attr-defined]
             )
 
         def integer(value: object) -> bool:
-            return isinstance(value, int) and not isinstance(value, bool)
+            return type(value) is int and value.bit_length() <= 64
 
         def text_map(value: object) -> bool:
-            return isinstance(value, Mapping) and all(
-                isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+            return type(value) in (dict, MappingProxyType) and all(
+                type(k) is str and type(v) is str
+                for k, v in value.items()  # type: ignore[attr-defined]
             )
 
         fields: list[tuple[str, object, bool, str]] = [
-            ("name", self.name, isinstance(self.name, str) and bool(self.name), "a string"),
-            ("version", self.version, isinstance(self.version, str) and bool(self.version),
-             "a string"),
-            ("language", self.language,
-             isinstance(self.language, str) and bool(self.language), "a string"),
+            ("name", self.name, text(self.name), "a string"),
+            ("version", self.version, text(self.version), "a string"),
+            ("language", self.language, text(self.language), "a string"),
             ("classes", self.classes, strings(self.classes), "a set of class names"),
             ("format.writes", self.format_writes,
              self.format_writes is None or integer(self.format_writes), "an integer or None"),
             ("format.reads", self.format_reads,
-             isinstance(self.format_reads, (set, frozenset, list, tuple))
+             type(self.format_reads) in (set, frozenset, list, tuple)
              and all(integer(v) for v in self.format_reads), "a set of integers"),
             ("options", self.options, text_map(self.options), "a mapping of names to values"),
-            ("capabilities.raw_fold", self.raw_fold, isinstance(self.raw_fold, bool), "a bool"),
+            ("capabilities.raw_fold", self.raw_fold, type(self.raw_fold) is bool, "a bool"),
             ("capabilities.dtypes", self.dtypes, self.dtypes is None or strings(self.dtypes),
              "None or a set of dtype names"),
             ("capabilities.key_schema", self.key_schema,
-             self.key_schema is None or (isinstance(self.key_schema, Mapping) and all(
-                 isinstance(f, str) and text_map(p) for f, p in self.key_schema.items())),
+             self.key_schema is None or (type(self.key_schema) in (dict, MappingProxyType) and all(
+                 type(f) is str and text_map(p) for f, p in self.key_schema.items())),
              "None or a mapping of families to parameter types"),
             ("capabilities.uint_bits", self.uint_bits, integer(self.uint_bits), "an integer"),
         ]  # fmt: skip
         return [
-            f"{where}: expected {what}, got {_clipped(ascii(value))}"
+            f"{where}: expected {what}, got {_safe_ascii(value)}"
             for where, value, ok, what in fields
             if not ok
         ]
@@ -362,6 +379,9 @@ class AdapterInfo:
         if typed:  # an in-process describe() is Python: its types are not yet checked
             return typed
         found = []
+        for where, listed in (("classes", self.classes), ("format.reads", self.format_reads)):
+            if len(set(listed)) != len(listed):  # a list, as a hello answer's would be refused
+                found.append(f"{where}: a value is listed more than once in {_safe_ascii(listed)}")
         unknown = sorted(set(self.classes) - set(CLASSES))
         if unknown:
             found.append(

@@ -45,6 +45,8 @@ class Mismatch:
     #: reference and the implementation relate the two (``"equal to"``, ``"less than"``, ...).
     related_to: int | None = None
     relations: tuple[Relation | None, Relation | None] | None = None
+    #: The implementation broke on this operation instead of answering: nothing judged.
+    broken: bool = False
 
 
 class ReferenceBroken(RuntimeError):
@@ -216,10 +218,13 @@ def compare(
                     )
             earlier.append((index, ref.value, got.value))
             continue
+        broken = isinstance(got, Broken)
         if kind is not None and isinstance(ref, Ok):
-            return Mismatch(index, f"success: {_article(kind[0])}", judged(got), requires)
+            return Mismatch(
+                index, f"success: {_article(kind[0])}", judged(got), requires, broken=broken
+            )
         if observation(ref) != observation(got):
-            return Mismatch(index, judged(ref), judged(got), requires)
+            return Mismatch(index, judged(ref), judged(got), requires, broken=broken)
     return None
 
 

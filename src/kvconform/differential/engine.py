@@ -55,6 +55,7 @@ from kvconform.harness.checks import Failure, Where
 from kvconform.harness.declarations import unrepresentable
 from kvconform.harness.runner import CaseResult
 from kvconform.harness.scenario import Case
+from kvconform.harness.yamlsource import SourceError
 from kvconform.protocol import operations as ops
 from kvconform.protocol.driver import Driver, InProcessDriver
 from kvconform.values import AdapterInfo, Fault, Outcome, Refused
@@ -806,7 +807,11 @@ def export_counterexample(
         why = f"cannot write the counterexample to {directory}: {exc}"
         return replace(result, export_error=why)
     notes = []
-    for case in load_scenario_file(path):
+    try:
+        cases = load_scenario_file(path)
+    except SourceError as exc:  # written, but it does not read back: say so, keep the verdict
+        return replace(result, exported=path, export_note=f"WARNING: it does not load: {exc}")
+    for case in cases:
         # the reference under the implementation's declaration (the scenario assumes it)
         on_reference = run_case(case, InProcessDriver(_DeclaringAs(driver.info)))
         on_adapter = run_case(case, driver)
@@ -864,6 +869,7 @@ def case_result(result: PropertyResult) -> CaseResult:
         actual=cx.mismatch.actual,
         requires=cx.mismatch.requires,
         detail="\n".join(lines),
+        broken=cx.mismatch.broken,  # the adapter broke: its cause is the adapter's
     )
     return CaseResult(case, "failed", (failure,), seconds=result.seconds)
 

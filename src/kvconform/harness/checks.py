@@ -302,8 +302,9 @@ class RelationCheck:
         expected = f"{names}: {_RELATION_TEXT[self.relation]}"
         try:
             values = [ref.get(outcomes) for ref in self.refs]
-        except LookupError as exc:
-            return Failure(self.where, expected, str(exc), self.requires)
+        except LookupError as exc:  # a value never given: judged only if it was answered
+            broken = any(isinstance(outcomes[ref.op_index], Broken) for ref in self.refs)
+            return Failure(self.where, expected, str(exc), self.requires, broken=broken)
         if self.relation == "nonzero":
             # The one comparison with a constant the suite makes: zero is what an
             # uninitialised id looks like (ID-1), whatever numbering is chosen.

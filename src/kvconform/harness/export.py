@@ -37,6 +37,7 @@ from kvconform.differential.compare import Mismatch, error_parts
 from kvconform.files import write_atomic
 from kvconform.protocol import operations as ops
 from kvconform.protocol.codec import geometry_to_wire, signature_to_wire
+from kvconform.rendering import clip, one_line
 from kvconform.values import (
     OPTION_DECISIONS,
     OPTIONS,
@@ -266,7 +267,7 @@ def write_counterexample(
     )
     header = (
         f"Exported by kvconform's generated checks ({cx.property_id}) from a counterexample\n"
-        f"against {adapter}; expectations are the reference's answers.\n"
+        f"against {one_line(clip(adapter, 200))}; expectations are the reference's answers.\n"
         + (f"Found by: {reproduce}\n" if reproduce else "")
         + "To keep it as your own regression test: commit it in your repository and run\n"
         "it with pytest, whose kvconform plugin collects it where it lies\n"

@@ -156,8 +156,8 @@ def run_case(case: Case, driver: Driver, *, trace: bool = False) -> CaseResult:
         found = check.evaluate(outcomes)
         if found is not None:
             failures.append(found)
-    # An adapter failure explains everything after it; report it first.
-    failures.sort(key=lambda f: not f.actual.startswith("adapter failure"))
+    # In step order: an adapter failure explains what follows it, never a wrong answer
+    # judged before it, which stays the case's first failure.
     probes = {  # steps where a failure answer is a right one (CONF-9, PLAN-24)
         c.op_index
         for c in case.checks
@@ -251,13 +251,13 @@ _CAUSE_TEXT = {
 
 
 def cause_of(failures: Sequence[Failure]) -> str:
-    """``adapter`` if the adapter broke on a step, ``message`` if every failed check is an
-    error's message (ERR-6), else ``answer``: a wrong answer."""
-    if any(f.broken for f in failures):
-        return "adapter"
-    if failures and all(f.requires == ("ERR-6",) for f in failures):
-        return "message"
-    return "answer"
+    """``answer`` if any judged check found a wrong answer (even one the adapter broke
+    after), else ``adapter`` if the adapter broke on a step, else ``message``: every
+    failed check is an error's message (ERR-6)."""
+    judged = [f for f in failures if not f.broken]
+    if any(f.requires != ("ERR-6",) for f in judged) or not failures:
+        return "answer"
+    return "adapter" if len(judged) < len(failures) else "message"
 
 
 def _hanging(text: str) -> str:
@@ -288,10 +288,12 @@ def render_failure(case: Case, failures: tuple[Failure, ...], reason: str = "") 
         lines.append(f"  incident: {case.incident}")
     if first.detail:
         lines.append("  detail:\n    " + first.detail.strip().replace("\n", "\n    "))
-    if len(failures) > 1 and first.broken:  # what follows a broken step judged nothing
-        lines.append(f"  ({len(failures) - 1} later check(s) not judged: the adapter broke)")
-    elif len(failures) > 1:
-        lines.append(f"  ({len(failures) - 1} more failed check(s) in this {case.kind})")
+    later = failures[1:]
+    unjudged = sum(f.broken for f in later)  # what follows a broken step judged nothing
+    if later and unjudged < len(later):
+        lines.append(f"  ({len(later) - unjudged} more failed check(s) in this {case.kind})")
+    if unjudged:
+        lines.append(f"  ({unjudged} later check(s) not judged: the adapter broke)")
     return "\n".join(lines)
 
 

@@ -548,7 +548,16 @@ def _bool(raw: object, where: str) -> bool:
 
 
 def _is_u64(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 64
+    # exactly an int, as the wire carries it: a subclass's own comparisons are not run
+    return type(value) is int and 0 <= value < 1 << 64
+
+
+def _shown(value: object) -> str:
+    """``repr(value)`` clipped, or its type's name if its own ``repr`` fails."""
+    try:
+        return clip(repr(value))
+    except Exception:
+        return f"a {type(value).__name__} whose repr() fails"
 
 
 def result_type_problem(op: Op, value: object) -> str | None:
@@ -557,22 +566,20 @@ def result_type_problem(op: Op, value: object) -> str | None:
     if kind == "null" or isinstance(value, Fault):
         return None
     if kind == "u64" and not _is_u64(value):
-        return f"{op.name} returned {clip(repr(value))}, expected an unsigned 64-bit integer"
+        return f"{op.name} returned {_shown(value)}, expected an unsigned 64-bit integer"
     if kind == "u64_list" and (
-        not isinstance(value, Sequence)
-        or isinstance(value, str | bytes)
-        or not all(_is_u64(v) for v in value)
+        type(value) not in (list, tuple) or not all(_is_u64(v) for v in value)  # type: ignore[attr-defined]
     ):
-        return f"{op.name} returned {clip(repr(value))}, expected unsigned 64-bit integers"
+        return f"{op.name} returned {_shown(value)}, expected unsigned 64-bit integers"
     if kind == "count" and not _is_u64(value):
-        return f"{op.name} returned {clip(repr(value))}, expected a non-negative integer"
+        return f"{op.name} returned {_shown(value)}, expected a non-negative integer"
     if kind == "bool" and not isinstance(value, bool):
-        return f"{op.name} returned {clip(repr(value))}, expected true or false"
+        return f"{op.name} returned {_shown(value)}, expected true or false"
     if kind == "signature" and not isinstance(value, Signature):
-        return f"{op.name} returned {clip(repr(value))}, expected a signature or a fault"
-    if kind == "validity" and value not in VALIDITY_OUTCOMES:
+        return f"{op.name} returned {_shown(value)}, expected a signature or a fault"
+    if kind == "validity" and (type(value) is not str or value not in VALIDITY_OUTCOMES):
         outcomes = ", ".join(VALIDITY_OUTCOMES)
-        return f"{op.name} returned {clip(repr(value))}, expected one of {outcomes}"
+        return f"{op.name} returned {_shown(value)}, expected one of {outcomes}"
     return None
 
 

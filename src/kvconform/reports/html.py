@@ -29,7 +29,7 @@ from typing import Any
 
 from kvconform.files import write_atomic
 from kvconform.rendering import clip
-from kvconform.reports.record import caveats, format_text, not_answers
+from kvconform.reports.record import caveats, format_text, gate_state, not_answers
 from kvconform.reports.untrusted import visible
 
 
@@ -174,7 +174,7 @@ def render_run(report: Mapping[str, Any]) -> str:
         f"Suite digest "
         f"<code>{escape(report['suite']['digest'])}</code>; "
         f"started {escape(report['started'])}.</p>",
-        *_gate(report.get("gate")),
+        *_gate(report.get("gate"), gate_state(report)),
         *_filter(results),
         f'<h2 id="failures">Failures ({len(failed)})</h2>',
         *_failures(failed, report["requirements"]),
@@ -188,14 +188,13 @@ def render_run(report: Mapping[str, Any]) -> str:
     return _page(title, body, script=_FILTER_SCRIPT)
 
 
-def _gate(gate: Mapping[str, Any] | None) -> list[str]:
+def _gate(gate: Mapping[str, Any] | None, state: str | None) -> list[str]:
     """What the expectations file made of the run (docs: "5. Gate CI"), before any case."""
     if not gate:
         return []
-    ok = not (gate["unexpected_failures"] or gate["stale"])
     lines = [
         '<h2 id="gate">Expectations</h2>',
-        f"<p>{escape(gate['file'])}: gate <strong>{'passed' if ok else 'failed'}</strong>; "
+        f"<p>{escape(gate['file'])}: gate <strong>{escape(state)}</strong>; "
         f"{len(gate['expected_failures'])} expected failure(s), "
         f"{len(gate['unexpected_failures'])} unexpected, {len(gate['stale'])} stale, "
         f"{len(gate['unchecked'])} listed but not checked in this run.</p>",
@@ -420,11 +419,15 @@ def compare_names(
 ) -> list[str]:
     """Each report's column name: its adapter's name and version, and, where two would
     read alike (three commits of one engine at one version), the report's source too."""
-    names = [f"{r['adapter']['name']} {r['adapter']['version']}" for r in reports]
+    names = [
+        f"{clip(str(r['adapter']['name']), 200)} {clip(str(r['adapter']['version']), 200)}"
+        for r in reports
+    ]  # a report is a file anyone can edit: its words are clipped like an adapter's
     if sources is not None:
         alike = {n for n in names if names.count(n) > 1}
         names = [
-            f"{n} ({source})" if n in alike else n for n, source in zip(names, sources, strict=True)
+            f"{n} ({clip(source, 200)})" if n in alike else n
+            for n, source in zip(names, sources, strict=True)
         ]
     return names
 
@@ -435,7 +438,9 @@ def suites_differ(reports: Sequence[Mapping[str, Any]]) -> str:
     suites = sorted({(r["suite"]["version"], r["suite"]["digest"]) for r in reports})
     if len(suites) < 2:
         return ""
-    shown = ", ".join(f"{version} (digest {digest[:12]})" for version, digest in suites)
+    shown = ", ".join(
+        f"{clip(str(version), 60)} (digest {str(digest)[:12]})" for version, digest in suites
+    )
     return (
         f"these reports come from different suites: {shown}; a requirement's cases may "
         "differ between them, so compare its verdicts with care"
@@ -466,10 +471,10 @@ def render_compare(
         s = report["summary"]
         body.append(
             f"<tr><td>{escape(name)}{_caveat_note(report)}</td>"
-            f"<td>{escape(report['adapter']['language'])}"
-            f"</td><td>{escape(report['suite']['version'])} "
+            f"<td>{escape(clip(str(report['adapter']['language']), 200))}"
+            f"</td><td>{escape(clip(str(report['suite']['version']), 60))} "
             f"<code>{escape(report['suite']['digest'][:12])}</code></td>"
-            f"<td>{escape(report['started'])}</td>"
+            f"<td>{escape(clip(str(report['started']), 60))}</td>"
             f'<td>{s["passed"]}</td><td class="{"failed" if s["failed"] else "passed"}">'
             f"{s['failed']}{escape(_split(s))}</td><td>{s['not_applicable']}</td></tr>"
         )

@@ -106,6 +106,14 @@ def render(report: Mapping[str, Any]) -> str:
                 ET.SubElement(case, "skipped", message=_x(r.get("reason", "not run")))
             elif r["verdict"] == "not_applicable":
                 ET.SubElement(case, "skipped", message=_x(r.get("reason", "not applicable")))
+    if report.get("incomplete"):  # a CI tab must not read an incomplete run as green
+        suite = ET.SubElement(root, "testsuite", name="kvconform", tests="1", errors="1")
+        case = ET.SubElement(suite, "testcase", classname="kvconform.run", name="complete run")
+        ET.SubElement(
+            case, "error", message=_x(f"incomplete run: {report['incomplete']}"), type="incomplete"
+        )
+        root.set("errors", "1")
+        root.set("tests", str(int(root.get("tests", "0")) + 1))
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from kvconform.files import write_atomic
-from kvconform.reports.record import caveats, not_answers
+from kvconform.reports.record import caveats, gate_state, not_answers
+from kvconform.reports.record import verdict as record_verdict
 from kvconform.reports.untrusted import markdown as _m
 
 _MARK = {"passed": "pass", "failed": "FAIL", "not_applicable": "n/a", "not_run": "not run"}
@@ -31,9 +32,9 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
     """The summary; each string from the adapter or the report file is inert (:mod:`.untrusted`)."""
     s = report["summary"]
     a = report["adapter"]
-    verdict = "conformant" if s["failed"] == 0 else "NOT conformant"
-    if (report.get("incomplete") or not s["passed"]) and s["failed"] == 0:
-        verdict = "not judged"  # a run that stopped early, or judged nothing, reaches no verdict
+    verdict = {"conformant": "conformant", "not conformant": "NOT conformant"}.get(
+        record_verdict(report), "not judged"
+    )  # a run that stopped early with no wrong answer, or judged nothing, reaches no verdict
     gate = report.get("gate")
 
     if caveats(report):
@@ -58,17 +59,25 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
         lines.append("")
     if gate:
         lines += [
-            f"Expectations: {len(gate['unexpected_failures'])} unexpected failure(s), "
+            f"Expectations: gate **{gate_state(report)}**; "
+            f"{len(gate['unexpected_failures'])} unexpected failure(s), "
             f"{len(gate['stale'])} stale entr(y/ies), {len(gate['expected_failures'])} expected "
-            "failure(s).",
+            f"failure(s), {len(gate['unchecked'])} listed but not checked in this run.",
             "",
         ]
+        changed = {c["id"]: c for c in gate.get("changed", [])}
         for label, key in (
             ("Unexpected failure", "unexpected_failures"),
             ("Listed as failing but passes (remove it)", "stale"),
+            ("Listed, not checked", "unchecked"),
         ):
-            lines += [f"- {label}: {_code(case_id)}" for case_id in gate[key]]
-        if gate["unexpected_failures"] or gate["stale"]:
+            for case_id in gate[key]:
+                note = ""
+                if case_id in changed:
+                    c = changed[case_id]
+                    note = f" (listed for {_m(c['listed'])}, now fails by {_m(c['now'])})"
+                lines.append(f"- {label}: {_code(case_id)}{note}")
+        if gate["unexpected_failures"] or gate["stale"] or gate["unchecked"]:
             lines.append("")
     lines += ["| class | passed | failed | not applicable |", "|---|---|---|---|"]
     for cls, c in s["by_class"].items():

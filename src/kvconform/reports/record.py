@@ -169,6 +169,30 @@ def write(report: Mapping[str, Any], path: Path) -> None:
     write_atomic(path, json.dumps(report, indent=2) + "\n")  # ASCII: lone surrogates escaped
 
 
+def verdict(report: Mapping[str, Any]) -> str:
+    """The run's verdict as every rendering states it: ``conformant``, ``not conformant``,
+    or ``no verdict`` for a run that judged nothing, or that stopped early with no answer
+    judged wrong (every failure the adapter breaking)."""
+    s = report["summary"]
+    only_broken = s["failed"] and s.get("failed_by_cause", {}).get("adapter") == s["failed"]
+    if (report.get("incomplete") or not (s["passed"] or s["failed"])) and (
+        not s["failed"] or only_broken
+    ):
+        return "no verdict"
+    return "not conformant" if s["failed"] else "conformant"
+
+
+def gate_state(report: Mapping[str, Any]) -> str | None:
+    """What the expectations file made of the run: ``passed``, ``failed``, ``not reached``
+    (the run stopped early: cases were not run), or ``None`` without one."""
+    gate = report.get("gate")
+    if not gate:
+        return None
+    if report.get("incomplete"):
+        return "not reached"
+    return "failed" if gate["unexpected_failures"] or gate["stale"] else "passed"
+
+
 def format_text(fmt: Mapping[str, Any]) -> str:
     """The declared block format in words: "writes 2, reads [1, 2]"; a reader that
     writes no version says so instead of a null."""
