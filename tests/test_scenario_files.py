@@ -219,7 +219,7 @@ def test_the_plugin_skips_undeclared_classes_with_the_reason() -> None:
                 f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n"
                 for p, n in zip("abcdefgh", "bcdefghi", strict=True)
             ),
-            "expands to more than",
+            "holds more than",
         ),
         ("x: &x {y: *x}\n", "refers to the node that contains it"),
         ("kvconform: scenarios/2\narea: demo\narea: other\n", "'area' is given twice"),

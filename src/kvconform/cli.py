@@ -770,14 +770,14 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return EXIT_ADAPTER
         return EXIT_INTERNAL
     _print_summary(report, results, args, integrity, out)
-    if _say_unwritten(unwritten, err):
-        return EXIT_USAGE
-    if generated is not None:
+    if generated is not None:  # how to reproduce, whatever becomes of the outputs
         out.write(
             f"generated checks: {generated.examples} example(s) per property, seed "
             f"{generated.seed} (reproduce with --generated {generated.examples} "
             f"--seed {generated.seed})\n"
         )
+    if _say_unwritten(unwritten, err):
+        return EXIT_USAGE
     if gate is not None and not gate.ok:
         return EXIT_FAILED
     if record.judged_nothing(report):

@@ -230,7 +230,7 @@ def _check_shape(path: Path, root: yaml.Node) -> None:
                 total += size(item, depth + 1)
         open_nodes.discard(id(node))
         if total > MAX_NODES:
-            raise fail(node, f"expands to more than {MAX_NODES} nodes (through aliases)")
+            raise fail(node, f"holds more than {MAX_NODES} nodes once its aliases are expanded")
         sizes[id(node)] = total
         return total
 
