@@ -723,6 +723,7 @@ def test_compare_refuses_one_report_twice_and_clips_what_a_report_says(tmp_path:
 @pytest.mark.parametrize(
     "entry",
     ["{id: a.b%s, reason: r}", "{id: alloc.rewind.empty-cache-noop, reason: r, cause: x%s}"],
+    ids=["long-id", "long-cause"],  # no case id in a test id: pytest -k picks cases by id
 )
 def test_an_expectations_error_quoting_a_huge_value_is_one_short_line(
     tmp_path: Path, entry: str

@@ -10,15 +10,18 @@ changed line is marked ``MUTATION``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
+import numpy as np
 from kvconform_reference import kv_cache, model, plan
+from kvconform_reference.identity import KvAllocId
 
 from kvconform.adapters.reference import ReferenceAdapter
-from kvconform.values import AdapterInfo
+from kvconform.values import AdapterInfo, Geometry
 
 from . import mutant
-from ._kit import GuardedPlan, PlanAdapter, ValidityAdapter
+from ._kit import GuardedPlan, PlanAdapter, ValidityAdapter, declaring, moved_storage
 
 # --- PLAN-19, PLAN-20: three outcomes -------------------------------------------------
 
@@ -310,6 +313,46 @@ class _HoldsALiveViewOfTheHooks(GuardedPlan):
 )
 class RebindRebakesTheLiveHooks(ValidityAdapter):
     plan_cls = _HoldsALiveViewOfTheHooks
+
+
+class _GrowsKeyingTheOldCapacity(kv_cache.KvCache):
+    def append(self, k: np.ndarray, v: np.ndarray) -> None:
+        end = len(self) + k.shape[1]
+        reserved = self._layers[0].k.shape[0]
+        if end > reserved:  # growth: new, larger storage and a new id (ALLOC-16) ...
+            bigger = replace(self.geometry, max_seq_len=max(end, 2 * reserved))
+            self._layers = moved_storage(self, bigger)
+            self._alloc_id = KvAllocId.mint()
+            # MUTATION: ... but the geometry the key reads keeps the capacity it was made with
+        for index, layer in enumerate(self._layers):
+            layer.k[len(self) : end] = k[index]
+            layer.v[len(self) : end] = v[index]
+        self._length = end
+
+
+@mutant(
+    "grown-cache-keyed-with-its-first-capacity",
+    breaks=("PLAN-19", "PLAN-15"),
+    half="under",
+    plausible="the allocator grows the storage and mints, but the key reads the capacity "
+    "the cache was declared with; a plan built before the growth is then only "
+    "allocation_changed, and a rebind adopts a plan compiled for the smaller capacity",
+)
+class GrownCacheKeyedWithItsFirstCapacity(ReferenceAdapter):
+    def describe(self) -> AdapterInfo:
+        return declaring(super().describe(), append_past_capacity="grow")
+
+    def cache_new(self, geometry: Geometry) -> kv_cache.KvCache:
+        cache = super().cache_new(geometry)
+        cache.__class__ = _GrowsKeyingTheOldCapacity
+        return cache
+
+    def cache_new_placed(
+        self, geometry: Geometry, residency: str | None, layer_storage: Sequence[str]
+    ) -> kv_cache.KvCache:
+        cache = super().cache_new_placed(geometry, residency, layer_storage)
+        cache.__class__ = _GrowsKeyingTheOldCapacity
+        return cache
 
 
 # --- PLAN-25: the window width in the key ----------------------------------------------

@@ -13,7 +13,8 @@ from kvconform_reference import errors
 from kvconform_reference.signature import SIGNATURE_FIELDS, V1, CacheSignature
 from kvconform_reference.verify import KvBlock, UnverifiedBlock
 
-from kvconform.values import Fault, Payload, Signature
+from kvconform.adapters.reference import ReferenceAdapter
+from kvconform.values import AdapterInfo, Fault, Payload, Signature
 
 from . import mutant
 from ._kit import BlockAdapter, compare, incompatible, payload_mismatch
@@ -560,3 +561,39 @@ class VerifyEmptyModelTakenFromTheReader(BlockAdapter):
         if recorded is not None and recorded.model == "":  # MUTATION
             block = UnverifiedBlock(replace(recorded, model=expected.model), block.layers)
         return super().verify_block(block, expected)
+
+
+# --- VERIFY-9: of two fields a narrow reader cannot hold, the first is named ---------------
+
+_U32_MAX = (1 << 32) - 1
+
+
+@mutant(
+    "unrepresentable-counts-before-dtype",
+    breaks=("VERIFY-9", "VERIFY-4"),
+    half="contract",
+    plausible="a reader of u32 counts and a dtype enum that decodes the counts into their "
+    "u32 fields first and the dtype last, naming tokens where the dtype comes first in "
+    "field order (found by a C trial)",
+)
+class UnrepresentableCountsBeforeDtype(ReferenceAdapter):
+    def describe(self) -> AdapterInfo:
+        return replace(super().describe(), dtypes=frozenset({"f32", "f16"}), uint_bits=32)
+
+    def verify(
+        self, recorded: Signature | None, payload: Payload, expected: Signature
+    ) -> Signature | Fault:
+        if recorded is not None and recorded.format_version in self.reads:
+            # MUTATION: every count first, the dtype last
+            for name in ("n_layers", "n_kv_heads", "head_dim", "tokens", "dtype"):
+                found = getattr(recorded, name)
+                held = found in ("f32", "f16") if name == "dtype" else found <= _U32_MAX
+                if not held:
+                    return Fault(
+                        "unrepresentable",
+                        name,
+                        None,
+                        {"found": found},
+                        f"the stamp's {name} {found} cannot be held here",
+                    )
+        return super().verify(recorded, payload, expected)

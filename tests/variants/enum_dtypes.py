@@ -204,3 +204,34 @@ def _layout_fits(layout: Layout | None) -> None:
         value = getattr(layout, name)
         if value is not None and value > _U32_MAX:
             raise OverflowError(f"the layout's {name} {value} does not fit a u32 field")
+
+
+@variant(
+    "dtype-enum-and-u32-counts",
+    "a reader of both narrow types (capabilities.dtypes: {f32, f16} and uint_bits: 32): of "
+    "the stamp's fields it cannot hold, the first in the order of VERIFY-4 is named",
+)
+class DtypeEnumAndU32Counts(ReferenceAdapter):
+    def describe(self) -> AdapterInfo:
+        return replace(
+            super().describe(),
+            name="dtype-enum-and-u32-counts",
+            dtypes=frozenset(d.value for d in KvDtype),
+            uint_bits=32,
+        )
+
+    def verify(
+        self, recorded: Signature | None, payload: Payload, expected: Signature
+    ) -> Signature | Fault:
+        if recorded is not None and recorded.format_version in self.reads:
+            for name in ("n_layers", "n_kv_heads", "head_dim", "dtype", "tokens"):  # VERIFY-4
+                found = getattr(recorded, name)
+                held = KvDtype.decode(found) is not None if name == "dtype" else found <= _U32_MAX
+                if not held:
+                    return Fault(
+                        kind="unrepresentable",
+                        field=name,
+                        values={"found": found},
+                        message=f"the stamp's {name} {found} cannot be held here",
+                    )
+        return super().verify(recorded, payload, expected)

@@ -82,6 +82,11 @@ class AppendGrows(ReferenceAdapter):
         cache.__class__ = _GrowingCache
         return cache
 
+    def cache_new_placed(self, geometry, residency, layer_storage):  # type: ignore[no-untyped-def]
+        cache = super().cache_new_placed(geometry, residency, layer_storage)
+        cache.__class__ = _GrowingCache  # a placed cache grows as any other
+        return cache
+
 
 # --- ALLOC-17: another order of the replacement shape checks ------------------------
 
