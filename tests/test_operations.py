@@ -9,6 +9,7 @@ and the scenario compiler's verbs.
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,6 +147,18 @@ def test_scenario_verbs_are_the_operation_names() -> None:
     }
 
 
+def test_the_runners_contract_and_the_scenario_schema_list_each_verb() -> None:
+    """A runner in another language reads the verbs from conformance/INTERPRETING.md and
+    validates steps with the scenario schema, whose unlisted verbs pass silently (any
+    object): both must name every operation of the table (a contributor's trial added
+    one and nothing said these were left)."""
+    schema = json.loads((suite.conformance_dir() / "schema" / "scenarios.schema.json").read_text())
+    assert set(NAMES) <= set(schema["$defs"]["step"]["properties"])
+    text = (suite.conformance_dir() / "INTERPRETING.md").read_text(encoding="utf-8")
+    first_cells = " ".join(re.findall(r"(?m)^\| ([^|]*) \|", text))
+    assert not [n for n in NAMES if f"`{n}`" not in first_cells]
+
+
 class _Recorder:
     """A fake adapter: records each call and returns a fixed value per method."""
 
@@ -209,21 +222,21 @@ def test_every_operation_survives_the_wire(name: str) -> None:
 
 
 @dataclass(frozen=True)
-class CacheCapacity(ops.Op):
+class CacheRoom(ops.Op):
     """A made-up operation, as a contributor would add it: one table entry."""
 
-    name: ClassVar[str] = "cache_capacity"
+    name: ClassVar[str] = "cache_room"
     needs: ClassVar[str] = "identity"
     result: ClassVar[ops.ResultKind] = "count"
     cache: ops.Handle
 
 
-class _WithCapacity(ReferenceAdapter):
-    """The reference with the new operation's method."""
+class _WithRoom(ReferenceAdapter):
+    """The reference with the new operation's method: the positions left."""
 
-    def cache_capacity(self, cache: Any) -> int:
-        capacity: int = cache.geometry.max_seq_len
-        return capacity
+    def cache_room(self, cache: Any) -> int:
+        room: int = cache.geometry.max_seq_len - len(cache)
+        return room
 
 
 def test_a_new_operation_needs_only_its_table_entry_and_the_adapter_method(
@@ -234,42 +247,42 @@ def test_a_new_operation_needs_only_its_table_entry_and_the_adapter_method(
     # compiling a scenario step, dispatch in process and in the stdio server, the
     # wire codec, judging the result -- follows from the entry alone.
     spec = ops.OpSpec(
-        CacheCapacity,
-        "cache_capacity",
+        CacheRoom,
+        "cache_room",
         "identity",
         "count",
         (ops.FieldSpec("cache", "handle", False),),
     )
     monkeypatch.setitem(ops.BY_NAME, spec.name, spec)
-    monkeypatch.setitem(ops.BY_CLASS, CacheCapacity, spec)
-    scenario = tmp_path / "capacity.yaml"
+    monkeypatch.setitem(ops.BY_CLASS, CacheRoom, spec)
+    scenario = tmp_path / "room.yaml"
     scenario.write_text(
         "kvconform: scenarios/2\n"
         "area: alloc\n"
         "scenarios:\n"
-        "  - id: alloc.capacity.reads-the-geometry\n"
-        "    title: A cache's capacity is its max_seq_len\n"
+        "  - id: alloc.room.capacity-less-length\n"
+        "    title: A cache's room is its max_seq_len less its length\n"
         "    class: identity\n"
         "    basis: seed\n"
         "    requires: [ALLOC-5]\n"
-        "    why: catches a capacity read from the length\n"
+        "    why: catches a room read as the length\n"
         "    steps:\n"
         "      - cache_new: {as: c, n_layers: 1, n_kv_heads: 1, head_dim: 2, max_seq_len: 16}\n"
         "      - cache_append: {cache: c, tokens: 3}\n"
-        "      - cache_capacity: {cache: c, expect: 16}\n",
+        "      - cache_room: {cache: c, expect: 13}\n",
         encoding="utf-8",
     )
     (case,) = load_scenario_file(scenario)
-    assert CacheCapacity("c") in case.program
-    assert run_case(case, InProcessDriver(_WithCapacity())).verdict == "passed"
+    assert CacheRoom("c") in case.program
+    assert run_case(case, InProcessDriver(_WithRoom())).verdict == "passed"
 
-    wrong = scenario.read_text(encoding="utf-8").replace("expect: 16", "expect: 3")
+    wrong = scenario.read_text(encoding="utf-8").replace("expect: 13", "expect: 3")
     scenario.write_text(wrong, encoding="utf-8")
     (case,) = load_scenario_file(scenario)
-    assert run_case(case, InProcessDriver(_WithCapacity())).verdict == "failed"
+    assert run_case(case, InProcessDriver(_WithRoom())).verdict == "failed"
 
-    assert codec.from_wire(codec.to_wire(CacheCapacity("c"))) == CacheCapacity("c")
-    server = Server(_WithCapacity())
+    assert codec.from_wire(codec.to_wire(CacheRoom("c"))) == CacheRoom("c")
+    server = Server(_WithRoom())
     server.handle({"op": "hello", "protocol": codec.PROTOCOL_VERSION, "suite": "2.0.0"})
     server.handle(
         {
@@ -278,7 +291,7 @@ def test_a_new_operation_needs_only_its_table_entry_and_the_adapter_method(
             "geometry": codec.to_wire(ops.CacheNew("c", Geometry(1, 1, 2, 16)))["geometry"],
         }
     )
-    assert server.handle({"op": "cache_capacity", "cache": "c"}) == {"ok": 16}
+    assert server.handle({"op": "cache_room", "cache": "c"}) == {"ok": 16}
 
 
 @pytest.mark.covers("PROTO-17", "PROTO-18")
@@ -389,16 +402,16 @@ def test_the_table_gives_the_generated_checks_what_they_judge_by() -> None:
 
 
 @dataclass(frozen=True)
-class CheckedCapacity(CacheCapacity):
+class CheckedRoom(CacheRoom):
     """The made-up operation, citing what a disagreement on it bears on."""
 
     cites: ClassVar[tuple[str, ...]] = ("ALLOC-5",)
 
 
-class _CapacityFromLength(_WithCapacity):
-    """A wrong implementation of it: the length, not the capacity."""
+class _RoomFromLength(_WithRoom):
+    """A wrong implementation of it: the length, not the room left."""
 
-    def cache_capacity(self, cache: Any) -> int:
+    def cache_room(self, cache: Any) -> int:
         return len(cache)
 
 
@@ -409,21 +422,21 @@ def test_a_new_operation_takes_part_in_the_generated_checks_from_its_table_entry
     # exported by the generated checks with no code of its own there.
     from kvconform.differential import engine
 
-    spec = ops._spec(CheckedCapacity)
+    spec = ops._spec(CheckedRoom)
     monkeypatch.setattr(ops, "TABLE", (*ops.TABLE, spec))
     monkeypatch.setitem(ops.BY_NAME, spec.name, spec)
-    monkeypatch.setitem(ops.BY_CLASS, CheckedCapacity, spec)
-    assert "cache_capacity" in _drawn_operations(frozenset({"identity"}), programs=40)
+    monkeypatch.setitem(ops.BY_CLASS, CheckedRoom, spec)
+    assert "cache_room" in _drawn_operations(frozenset({"identity"}), programs=40)
 
     prop = engine.PROPERTIES_BY_ID["generated.key-state-machine"]
-    reference = InProcessDriver(_WithCapacity())
+    reference = InProcessDriver(_WithRoom())
     right = engine.run_property(
-        prop, InProcessDriver(_WithCapacity()), examples=60, seed=1, reference=reference
+        prop, InProcessDriver(_WithRoom()), examples=60, seed=1, reference=reference
     )
     assert right.verdict == "passed"
     wrong = engine.run_property(
         prop,
-        InProcessDriver(_CapacityFromLength()),
+        InProcessDriver(_RoomFromLength()),
         examples=60,
         seed=1,
         reference=reference,
@@ -432,11 +445,11 @@ def test_a_new_operation_takes_part_in_the_generated_checks_from_its_table_entry
     )
     assert wrong.verdict == "failed" and wrong.counterexample is not None
     cx = wrong.counterexample
-    assert isinstance(cx.program[cx.mismatch.index], CheckedCapacity)
+    assert isinstance(cx.program[cx.mismatch.index], CheckedRoom)
     assert cx.mismatch.requires == ("ALLOC-5",)
     assert wrong.exported is not None
     text = wrong.exported.read_text(encoding="utf-8")
-    assert "cache_capacity: {cache: c1, expect: " in text
+    assert "cache_room: {cache: c1, expect: " in text
     (case,) = load_scenario_file(wrong.exported)
-    assert run_case(case, InProcessDriver(_WithCapacity())).verdict == "passed"
-    assert run_case(case, InProcessDriver(_CapacityFromLength())).verdict == "failed"
+    assert run_case(case, InProcessDriver(_WithRoom())).verdict == "passed"
+    assert run_case(case, InProcessDriver(_RoomFromLength())).verdict == "failed"
