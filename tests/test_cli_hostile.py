@@ -734,3 +734,22 @@ def test_an_expectations_error_quoting_a_huge_value_is_one_short_line(
     )
     status, _, err = run("run", "--quiet", "--expectations", str(listed))
     assert status == cli.EXIT_USAGE and err.count("\n") == 1 and len(err) < 3000, len(err)
+
+
+def test_a_run_whose_adapter_never_starts_reports_its_gate_not_reached(tmp_path: Path) -> None:
+    """With --expectations, the reports of a run that never started hold the gate, every
+    listed case unchecked (not null, as if no expectations file had been given)."""
+    listed = tmp_path / "e.yaml"
+    listed.write_text(
+        "kvconform: expectations/1\nknown_failures:\n"
+        "  - {id: alloc.rewind.empty-cache-noop, reason: tracked elsewhere}\n"
+    )
+    status, _, _ = run(
+        "run", "--adapter", "no_such_module:make", "--expectations", str(listed),
+        "--report-dir", str(tmp_path),
+    )  # fmt: skip
+    assert status == cli.EXIT_ADAPTER
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["gate"]["unchecked"] == ["alloc.rewind.empty-cache-noop"]
+    assert report["gate"]["reasons"] == {"alloc.rewind.empty-cache-noop": "tracked elsewhere"}
+    assert "gate **not reached**" in (tmp_path / "summary.md").read_text()

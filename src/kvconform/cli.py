@@ -38,7 +38,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
 import kvconform
 from kvconform.adapters import (
@@ -56,6 +56,9 @@ from kvconform.protocol.driver import Driver, InProcessDriver
 from kvconform.rendering import clip
 from kvconform.reports.untrusted import one_line, visible
 from kvconform.values import CLASSES, OPTIONS, AdapterInfo
+
+if TYPE_CHECKING:  # imported where used: it loads PyYAML
+    from kvconform.harness.expectations import Expectations
 
 # Imported where they are used, so that a command pays only for what it needs:
 # kvconform.reports (reports; compare), kvconform.harness.expectations (and with
@@ -653,7 +656,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except (AdapterStartFailed, KeyboardInterrupt, Stopped) as exc:
         # No case can run: the reports say so, rather than leave an earlier run's verdict
         # at their paths (README, exit statuses 3 and 130).
-        _report_no_start(args, cases, integrity, exc, err)
+        _report_no_start(args, cases, integrity, exc, err, known)
         raise
     if generated is not None and not any(case.kind == "generated" for case in cases):
         err.write("kvconform: --generated: the selection holds none of the generated.* cases\n")
@@ -733,16 +736,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             )
             if v
         },
-        gate=None
-        if gate is None
-        else {
-            "file": known.file if known else "",
-            "unexpected_failures": list(gate.unexpected_failures),
-            "stale": list(gate.stale),
-            "expected_failures": list(gate.expected_failures),
-            "unchecked": list(gate.unchecked),
-            "changed": [{"id": i, "listed": listed, "now": now} for i, listed, now in gate.changed],
-        },
+        gate=None if gate is None or known is None else expectations_mod.as_report(gate, known),
     )
     if generated is not None:
         report["selection"]["generated"] = {"examples": generated.examples, "seed": generated.seed}
@@ -899,9 +893,11 @@ def _report_no_start(
     integrity: manifest.Integrity,
     why: BaseException,
     err: TextIO,
+    known: Expectations | None = None,
 ) -> None:
     """Write the reports of a run whose adapter never answered ``hello``: every selected
-    case not run, the report marked incomplete, the adapter named by its command."""
+    case not run, the report marked incomplete (a gate, if any, not reached), the adapter
+    named by its command."""
     if not _output_paths(args):
         return
     from kvconform.reports import record
@@ -922,12 +918,18 @@ def _report_no_start(
         format_reads=frozenset(),
     )
     results = [CaseResult(case, "not_run", reason=f"not run: {reason}") for case in cases]
+    gate = None
+    if known is not None:  # every listed case unchecked: the gate is not reached
+        from kvconform.harness import expectations as expectations_mod
+
+        gate = expectations_mod.as_report(expectations_mod.gate(results, known), known)
     report = record.build(
         results,
         unknown,
         suite_digest=integrity.digest,
         started=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
         seconds=0.0,
+        gate=gate,
     )
     report["incomplete"] = reason
     report["stopped_by"] = (

@@ -18,11 +18,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from kvconform.harness.runner import CaseResult, cause_of
 from kvconform.harness.yamlsource import SourceError, load_yaml, validate
+from kvconform.rendering import clip
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,19 @@ def gate(results: Sequence[CaseResult], expectations: Expectations | None) -> Ga
     )
 
 
+def as_report(gate: Gate, expectations: Expectations) -> dict[str, Any]:
+    """The ``gate`` object of the JSON report (conformance/schema/report.schema.json)."""
+    return {
+        "file": expectations.file,
+        "unexpected_failures": list(gate.unexpected_failures),
+        "stale": list(gate.stale),
+        "expected_failures": list(gate.expected_failures),
+        "unchecked": list(gate.unchecked),
+        "changed": [{"id": i, "listed": listed, "now": now} for i, listed, now in gate.changed],
+        "reasons": {k.id: clip(k.reason, 500) for k in expectations.known},
+    }
+
+
 def render(results: Sequence[CaseResult]) -> tuple[str, int]:
     """The text of a starting expectations file listing the current failures, and
     their count (``kvconform run --write-expectations`` writes it whole or not at all)."""
@@ -135,6 +150,7 @@ __all__ = [
     "Gate",
     "KnownFailure",
     "SourceError",
+    "as_report",
     "gate",
     "load",
     "render",

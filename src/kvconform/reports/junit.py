@@ -78,7 +78,8 @@ def render(report: Mapping[str, Any]) -> str:
                     case,
                     "skipped",
                     message=_x(
-                        f"known failure (listed in {gate.get('file', '')}): "
+                        f"known failure (listed in {gate.get('file', '')}: "
+                        f"{gate.get('reasons', {}).get(r['id'], '')}): "
                         f"{failure['step']}: expected {failure['expected']}"
                     ),
                 )
