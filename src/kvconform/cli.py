@@ -1042,7 +1042,13 @@ def _print_summary(
     integrity: manifest.Integrity,
     out: TextIO,
 ) -> None:
-    from kvconform.reports.record import caveats, format_text, gate_state, not_answers
+    from kvconform.reports.record import (
+        caveats,
+        format_text,
+        gate_state,
+        not_answers,
+        only_broken,
+    )
     from kvconform.reports.record import verdict as record_verdict
 
     s, a = report["summary"], report["adapter"]
@@ -1140,14 +1146,13 @@ def _print_summary(
         "not conformant": "NOT CONFORMANT",
         "no verdict": "NO VERDICT",
     }[record_verdict(report)]
-    only_broken = s["failed"] and s.get("failed_by_cause", {}).get("adapter") == s["failed"]
     state = gate_state(report)
     if state == "passed" and s["failed"]:
         verdict += "; gate passed: every failure is a known one"
     elif state is not None and state != "passed":
         verdict += f"; gate {state}"
     split = ""
-    if only_broken:
+    if only_broken(s):
         # No answer was judged: the basis says what a wrong answer would have meant.
         by = s["failed_by_basis"]
         split = (

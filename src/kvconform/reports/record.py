@@ -169,14 +169,20 @@ def write(report: Mapping[str, Any], path: Path) -> None:
     write_atomic(path, json.dumps(report, indent=2) + "\n")  # ASCII: lone surrogates escaped
 
 
+def only_broken(summary: Mapping[str, Any]) -> bool:
+    """Whether the run failed cases and every failure was the adapter breaking: no
+    answer was judged wrong."""
+    failed = summary["failed"]
+    return bool(failed) and summary.get("failed_by_cause", {}).get("adapter") == failed
+
+
 def verdict(report: Mapping[str, Any]) -> str:
     """The run's verdict as every rendering states it: ``conformant``, ``not conformant``,
     or ``no verdict`` for a run that judged nothing, or that stopped early with no answer
     judged wrong (every failure the adapter breaking)."""
     s = report["summary"]
-    only_broken = s["failed"] and s.get("failed_by_cause", {}).get("adapter") == s["failed"]
     if (report.get("incomplete") or not (s["passed"] or s["failed"])) and (
-        not s["failed"] or only_broken
+        not s["failed"] or only_broken(s)
     ):
         return "no verdict"
     return "not conformant" if s["failed"] else "conformant"
