@@ -56,7 +56,7 @@ class PlanIdentity:
 
         ``model.hooks`` is a live view of hooks that ``set_hook`` toggles; a plan that
         kept the view would bake a toggled hook into its key the next time it computes
-        the key, which a rebind does (PLAN-23), reviving a stale plan (PLAN-24).
+        the key, which a rebind does (PLAN-26), reviving a stale plan (PLAN-24).
         """
         return cls(
             family=model.config.family,
@@ -164,7 +164,7 @@ class DecodePlan:
 
         The checks run in the order of PLAN-21; only when all pass is anything
         changed (PLAN-22), and then the plan is valid for ``cache`` and no longer
-        for its previous allocation (PLAN-23). Structure is not touched, so a plan
+        for its previous allocation (PLAN-26). Structure is not touched, so a plan
         stale for ``cache`` stays stale (PLAN-24).
         """
         if cache.residency is None or self._residency is None:
@@ -180,7 +180,7 @@ class DecodePlan:
                     raise StorageDiffers(
                         layer_index=layer, which=which, baked=baked, incoming=incoming[layer]
                     )
-        # Every slot passed: commit all at once (PLAN-22, PLAN-23).
+        # Every slot passed: commit all at once (PLAN-22, PLAN-26).
         self._identity = replace(self._identity, alloc=cache.alloc_id.value)
         self.key = self._identity.key()
         self._slots = tuple((label, label) for label in incoming[: len(self._slots)])

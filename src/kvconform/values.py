@@ -238,7 +238,7 @@ DECISIONS: Mapping[str, tuple[str, ...]] = {
     "rolling-reader": ("PROF-12",),
     "key-window": ("PLAN-25",),
     "plan-validity-outcomes": ("PLAN-19", "PLAN-20"),
-    "guarded-rebind": ("PLAN-21", "PLAN-22", "PLAN-23", "PLAN-24"),
+    "guarded-rebind": ("PLAN-21", "PLAN-22", "PLAN-24", "PLAN-26", "PLAN-27"),
 }
 
 #: Requirements a generated counterexample may bear on that state an option's

@@ -819,7 +819,7 @@ class GuardedPlan(plan.DecodePlan):
             )
 
     def commit(self, cache: kv_cache.KvCache) -> None:
-        """Adopt ``cache``'s allocation, all at once (PLAN-22, PLAN-23)."""
+        """Adopt ``cache``'s allocation, all at once (PLAN-22, PLAN-26)."""
         self._identity = replace(self._identity, alloc=cache.alloc_id.value)
         self.key = self._identity.key()
         self._slots = tuple((label, label) for label in cache.layer_storage[: len(self._slots)])

@@ -17,8 +17,8 @@ import numpy as np
 from kvconform_reference import kv_cache, model, plan
 from kvconform_reference.identity import KvAllocId
 
-from kvconform.adapters.reference import ReferenceAdapter
-from kvconform.values import AdapterInfo, Geometry
+from kvconform.adapters.reference import ReferenceAdapter, plan_identity
+from kvconform.values import AdapterInfo, Geometry, PlanIdentity
 
 from . import mutant
 from ._kit import GuardedPlan, PlanAdapter, ValidityAdapter, declaring, moved_storage
@@ -241,7 +241,7 @@ class RebindWithoutStorageCheck(ValidityAdapter):
     plan_cls = _NoStorageCheck
 
 
-# --- PLAN-23, PLAN-24: what a rebind adopts --------------------------------------------
+# --- PLAN-26, PLAN-24: what a rebind adopts --------------------------------------------
 
 
 class _KeepsTheOldAllocation(GuardedPlan):
@@ -267,7 +267,7 @@ class _KeepsTheOldAllocation(GuardedPlan):
 
 @mutant(
     "rebind-keeps-the-old-allocation-valid",
-    breaks=("PLAN-23",),
+    breaks=("PLAN-26",),
     half="under",
     plausible="a rebind that 'adds' the new allocation to those the plan accepts, so a "
     "caller still holding the old cache is not broken; two caches then drive one plan",
@@ -313,6 +313,57 @@ class _HoldsALiveViewOfTheHooks(GuardedPlan):
 )
 class RebindRebakesTheLiveHooks(ValidityAdapter):
     plan_cls = _HoldsALiveViewOfTheHooks
+
+
+def _headless(ident: plan.PlanIdentity, *, with_alloc: bool = True) -> int:
+    """The reference key with the cache's heads fixed at 1 (plan_key_cache_heads: implied)."""
+    g = replace(ident.geometry, n_kv_heads=1, head_dim=1)
+    return replace(ident, geometry=g).key(with_alloc=with_alloc)
+
+
+class _RebindsAcrossHeads(GuardedPlan):
+    """Key and structure without the heads, as ``implied`` allows; the rebind checks the
+    labels only and adopts whatever heads the incoming cache has."""
+
+    def __init__(self, m: model.Model, cache: kv_cache.KvCache, step_tokens: int = 1) -> None:
+        super().__init__(m, cache, step_tokens)
+        self.key = _headless(self._identity)
+        self._structure = _headless(self._identity, with_alloc=False)
+
+    def is_valid_for(self, m: model.Model, cache: kv_cache.KvCache, step: plan.StepInputs) -> bool:
+        return _headless(plan.PlanIdentity.of(m, cache, len(step.token_ids))) == self.key
+
+    def validity_for(
+        self, m: model.Model, cache: kv_cache.KvCache, step: plan.StepInputs
+    ) -> plan.Validity:
+        now = plan.PlanIdentity.of(m, cache, len(step.token_ids))
+        if _headless(now, with_alloc=False) != self._structure:
+            return "stale"
+        return "valid" if _headless(now) == self.key else "allocation_changed"
+
+    def commit(self, cache: kv_cache.KvCache) -> None:
+        super().commit(cache)
+        # MUTATION: no head check before adopting: equal labels are taken for equal layout
+        self.key = _headless(self._identity)
+
+
+@mutant(
+    "implied-heads-rebind-adopts-other-heads",
+    breaks=("PLAN-27",),
+    half="under",
+    plausible="plan_key_cache_heads: implied read as 'the heads never matter', with a "
+    "rebind that compares storage labels only: a plan built on 2 heads of width 8 adopts a "
+    "cache of 4 heads of width 4 (the same byte extent) and runs its kernels over storage "
+    "laid out for other heads; kvconform's own variant did this until 3.0.0",
+)
+class ImpliedHeadsRebindAdoptsOtherHeads(ValidityAdapter):
+    plan_cls = _RebindsAcrossHeads
+
+    def describe(self) -> AdapterInfo:
+        return declaring(super().describe(), plan_key_cache_heads="implied")
+
+    def plan_key(self, identity: PlanIdentity) -> int:
+        return _headless(plan_identity(identity))
 
 
 class _GrowsKeyingTheOldCapacity(kv_cache.KvCache):

@@ -16,7 +16,8 @@ seeds' semantics.
 - ``cache-heads-implied``: the plan key leaves ``n_kv_heads`` and ``head_dim``
   to the allocation id (PLAN-15).
 - ``cache-heads-implied-validity``: the same, with the class ``plan_validity``: a
-  cache of other heads is ``allocation_changed`` (PLAN-19).
+  cache of other heads is ``allocation_changed`` (PLAN-19), and a rebind to it is
+  refused (PLAN-27; until 3.0.0 this variant adopted it, which is now a mutant).
 - ``fixed-schema-defaults``: a fixed struct per family (PLAN-17): a left-out parameter
   keys as its type's default, a left-out hook as detached.
 """
@@ -261,7 +262,8 @@ def _implied_structure(ident: plan.PlanIdentity) -> int:
 class _ImpliedValidityPlan(plan.DecodePlan):
     """A plan whose key and structure leave out the cache's heads: a cache that differs
     from the baked one only in its heads (and so in its allocation id) is
-    ``allocation_changed``, not ``stale`` (PLAN-19: the heads are no component)."""
+    ``allocation_changed``, not ``stale`` (PLAN-19: the heads are no component), and a
+    rebind to it is refused, as later fuel's storage fingerprint refuses it (PLAN-27)."""
 
     def __init__(self, m: model.Model, cache: kv_cache.KvCache, step_tokens: int = 1) -> None:
         super().__init__(m, cache, step_tokens)
@@ -280,6 +282,10 @@ class _ImpliedValidityPlan(plan.DecodePlan):
         return "valid" if _implied_key(current) == self.key else "allocation_changed"
 
     def rebind(self, cache: kv_cache.KvCache) -> None:
+        baked, incoming = self._identity.geometry, cache.geometry
+        if (baked.n_kv_heads, baked.head_dim) != (incoming.n_kv_heads, incoming.head_dim):
+            # Not a typed refusal of PLAN-21: the labels are equal, the layout is not.
+            raise ValueError("the incoming storage is laid out for other heads (PLAN-27)")
         super().rebind(cache)
         self.key = _implied_key(self._identity)
 
@@ -287,7 +293,7 @@ class _ImpliedValidityPlan(plan.DecodePlan):
 @variant(
     "cache-heads-implied-validity",
     "plan_key_cache_heads: implied with the class plan_validity: a cache of other heads is "
-    "allocation_changed (PLAN-15, PLAN-19)",
+    "allocation_changed and a rebind to it is refused (PLAN-15, PLAN-19, PLAN-27)",
 )
 class CacheHeadsImpliedValidity(CacheHeadsImplied):
     classes = ReferenceAdapter.classes

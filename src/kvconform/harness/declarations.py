@@ -48,7 +48,7 @@ def capability_missing(case: Case, info: AdapterInfo) -> str | None:
     for op in case.program:
         if isinstance(op, ops.Hash) and not info.raw_fold and _reexpressed(op.program) is None:
             return (
-                f"folds raw bytes that no u64 or string mix can express; {info.name} "
+                f"folds raw bytes {_why_not_reexpressed(op.program)}; {info.name} "
                 "does not expose the raw fold (capabilities.raw_fold: false, HASH-14)"
             )
         spec = _model_spec(op)
@@ -155,6 +155,17 @@ def _reexpressed(program: tuple[MixOp, ...]) -> tuple[MixOp, ...] | None:
             return None
         out.extend(mixes)
     return tuple(out)
+
+
+def _why_not_reexpressed(program: tuple[MixOp, ...]) -> str:
+    """Why :func:`_reexpressed` gave up on ``program``: the words' count or a ragged length."""
+    lengths = [len(m.value) * m.repeat for m in program if isinstance(m.value, bytes)]
+    if all(n % 8 == 0 for n in lengths):
+        return (
+            f"of {sum(lengths) // 8} u64 words, more than the {_MAX_REEXPRESSED} u64 mixes "
+            "the suite re-expresses a program as"
+        )
+    return "whose length is not a multiple of eight, which no u64 or string mix can express"
 
 
 def as_u64_mixes(mix: MixOp, limit: int = _MAX_REEXPRESSED) -> tuple[MixOp, ...] | None:

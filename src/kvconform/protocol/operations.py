@@ -350,7 +350,7 @@ class SessionRebind(Op):
 
     name: ClassVar[str] = "session_rebind"
     needs: ClassVar[str] = "plan_validity"
-    cites: ClassVar[tuple[str, ...]] = ("PLAN-21", "PLAN-23")
+    cites: ClassVar[tuple[str, ...]] = ("PLAN-21", "PLAN-26")
     not_generated: ClassVar[str] = (
         "what a rebind to a cache the plan is stale for answers, and so what the plan is "
         "bound to afterwards, is left open (PLAN-24): a random rebind would make every later "
