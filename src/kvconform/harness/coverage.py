@@ -29,7 +29,7 @@ MARK_KINDS: dict[str, str] = {
     "review": "observable only in review",
     "protocol": "not observable through protocol 1",
     "suite": "a rule for the suite itself, checked by the project's tests",
-    "wire": "an exchange rule the harness applies to every response of every case",
+    "wire": "an adapter's exchange rule, which the harness applies to the responses it receives",
 }
 
 #: The key words that make a requirement something a case, or a mark, must answer for.
