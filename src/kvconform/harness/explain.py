@@ -89,6 +89,14 @@ def explain_requirement(req_id: str, cases: Sequence[Case]) -> str:
         lines += [f"  {c.id}" for c in vectors]
     if not citing:
         lines.append("  (none: see spec/coverage.md for the project tests that check it)")
+    from kvconform.harness.coverage import MARK_KINDS, marks
+
+    for mark in (m for m in marks() if m.id == req_id):
+        what = f"the part {mark.part}" if mark.part else "the whole requirement"
+        lines += [
+            "",
+            _wrap(f"Not judged by a case ({MARK_KINDS[mark.kind]}): {what}. {mark.reason}"),
+        ]
     return "\n".join(lines)
 
 
