@@ -19,7 +19,7 @@ from kvconform_reference.identity import KvAllocId, ModelInstanceId
 from kvconform_reference.model import Model, ModelConfig
 
 pytestmark = pytest.mark.covers(
-    "ID-1", "ID-2", "ID-3", "ID-4", "ID-5", "ID-6", "ID-9", "ID-8", "ALLOC-1"
+    "ID-1", "ID-2", "ID-3", "ID-4", "ID-5", "ID-6", "ID-10", "ID-8", "ALLOC-1"
 )
 
 U64_MAX = (1 << 64) - 1
@@ -192,7 +192,7 @@ def test_reloading_a_model_gives_a_new_id() -> None:
 
 
 def test_hook_toggles_keep_the_instance_id() -> None:
-    """ID-9: attaching or detaching a hook, or reading the model, leaves the id unchanged."""
+    """ID-10: attaching or detaching a hook, or reading the model, leaves the id unchanged."""
     model = Model(CONFIG)
     original = model.instance_id
     model.set_hook("logit_hook", True)

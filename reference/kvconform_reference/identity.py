@@ -34,7 +34,7 @@ _KV_ALLOCATIONS = _Counter()
 
 @dataclass(frozen=True, order=True)
 class ModelInstanceId:
-    """The identity of one constructed model (ID-1 .. ID-9)."""
+    """The identity of one constructed model (ID-1 .. ID-10)."""
 
     value: int
 

@@ -55,7 +55,7 @@ class Model:
         return MappingProxyType(self._hooks)
 
     def set_hook(self, name: str, present: bool) -> None:
-        """Attach or detach an optional hook in place. The id stays (ID-9).
+        """Attach or detach an optional hook in place. The id stays (ID-10).
 
         The hooks a model can carry are those its configuration declares, so
         switching one back restores exactly the key it had (PLAN-18).

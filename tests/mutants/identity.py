@@ -105,7 +105,7 @@ class _HookRemints(model.Model):
 
 @mutant(
     "set-hook-remints-instance-id",
-    breaks=("ID-9", "PLAN-18"),
+    breaks=("ID-10", "PLAN-18"),
     half="over",
     plausible="'the model changed, so it is a new instance' is the cautious reading; the "
     "plan built before the toggle then never becomes valid again when the hook is restored",

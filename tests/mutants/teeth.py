@@ -932,7 +932,7 @@ class ClearTakesADroppedCachesId(CacheAdapter):
             _PooledCache.pool.append(handle.alloc_id.value)
 
 
-# --- ID-9 / PLAN-18 under remints_instance ----------------------------------------------
+# --- ID-10 / PLAN-18 under remints_instance ----------------------------------------------
 
 
 class _RemintsDeclared(ModelAdapter):
@@ -942,7 +942,7 @@ class _RemintsDeclared(ModelAdapter):
 
 @mutant(
     "hook-remints-declared-but-kept",
-    breaks=("ID-9", "PLAN-18", "CONF-6"),
+    breaks=("ID-10", "PLAN-18", "CONF-6"),
     half="contract",
     plausible="remints_instance declared because the engine rebuilds its graph on a toggle, "
     "while the model object (and its id) is kept; a plan then regains validity, which the "
@@ -973,7 +973,7 @@ class _MemoisedPerState(model.Model):
 
 @mutant(
     "hook-remints-memoised-per-state",
-    breaks=("ID-9", "ID-3", "PLAN-18"),
+    breaks=("ID-10", "ID-3", "PLAN-18"),
     half="under",
     plausible="an engine that caches one compiled graph per hook configuration hands back "
     "the id it gave that configuration before; switching back then re-issues an id, and "

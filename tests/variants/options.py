@@ -12,7 +12,7 @@ seeds' semantics.
   ``max_seq_len``, ``head_dim``, ``n_kv_heads`` (ALLOC-17).
 - ``clear-lazy``: ``clear()`` drops the storage and mints when storage is next
   allocated, which happens before anything observes or uses the cache (ALLOC-18).
-- ``hook-remints``: toggling a hook mints a new instance id (ID-9).
+- ``hook-remints``: toggling a hook mints a new instance id (ID-10).
 - ``cache-heads-implied``: the plan key leaves ``n_kv_heads`` and ``head_dim``
   to the allocation id (PLAN-15).
 - ``cache-heads-implied-validity``: the same, with the class ``plan_validity``: a
@@ -186,7 +186,7 @@ class ClearLazy(ReferenceAdapter):
         return cache
 
 
-# --- ID-9: a hook toggle re-mints the instance id -----------------------------------
+# --- ID-10: a hook toggle re-mints the instance id -----------------------------------
 
 
 class _RemintingModel(model.Model):

@@ -147,7 +147,7 @@ PROPERTIES: tuple[Property, ...] = (
         id=PROPERTY_IDS[0],
         title="Random programs over models, caches and held plans agree with the reference",
         cls="plan",
-        requires=("ID-3", "ID-6", "ID-9", "ALLOC-13", "PLAN-4", "PLAN-6", "PLAN-7", "PLAN-14"),
+        requires=("ID-3", "ID-6", "ID-10", "ALLOC-13", "PLAN-4", "PLAN-6", "PLAN-7", "PLAN-14"),
         why="Random construct, reload, drop, hook, append, truncate, clear and replace-layer "
         "sequences with validity checks under random per-step inputs: catches any key or id "
         "rule the hand-written scenarios do not exercise in that order.",

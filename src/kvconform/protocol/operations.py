@@ -133,11 +133,11 @@ class ModelReload(Op):
 
 @dataclass(frozen=True)
 class ModelSetHook(Op):
-    """Attach or remove a hook (ID-3, ID-9)."""
+    """Attach or remove a hook (ID-3, ID-10)."""
 
     name: ClassVar[str] = "model_set_hook"
     needs: ClassVar[str] = "identity"
-    cites: ClassVar[tuple[str, ...]] = ("ID-9",)
+    cites: ClassVar[tuple[str, ...]] = ("ID-10",)
     model: Handle
     hook: str
     present: bool
@@ -148,7 +148,7 @@ class ModelInstanceId(Op):
     name: ClassVar[str] = "model_instance_id"
     needs: ClassVar[str] = "identity"
     result: ClassVar[ResultKind] = "u64"
-    cites: ClassVar[tuple[str, ...]] = ("ID-2", "ID-3", "ID-6", "ID-9")
+    cites: ClassVar[tuple[str, ...]] = ("ID-2", "ID-3", "ID-6", "ID-10")
     relation: ClassVar[tuple[str, Relation] | None] = ("instance id", "order")
     nonzero: ClassVar[str] = "ID-1"
     model: Handle
