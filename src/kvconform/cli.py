@@ -790,7 +790,9 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if incomplete is not None:
         report["incomplete"] = incomplete
         report["stopped_by"] = _stop_kind(stopped)
-    with _signals_held():  # every output of this run, or (after a signal) none changed
+    # every output of this run, or (after a signal) none changed; and no other run's
+    # outputs written in between (two runs sharing a --report-dir leave one run's set)
+    with _signals_held(), _outputs_locked(args):
         unwritten = [] if generated is None else list(generated.unwritten)
         unwritten += _write_reports(args, report)
         if args.trace is not None:
@@ -979,7 +981,7 @@ def _report_no_start(
     report["stopped_by"] = (
         "adapter_not_started" if isinstance(why, AdapterStartFailed) else _stop_kind(why)
     )
-    with _signals_held():
+    with _signals_held(), _outputs_locked(args):
         _say_unwritten(_write_reports(args, report), err)
 
 
@@ -1053,6 +1055,39 @@ def _said(what: object) -> str:
     """An error's text as one console line: it may quote a file, a path or an adapter
     (untrusted, of any size), so it is clipped and its line breaks escaped."""
     return one_line(clip(str(what), 2000))
+
+
+@contextlib.contextmanager
+def _outputs_locked(args: argparse.Namespace) -> Iterator[None]:
+    """Hold an exclusive lock on each folder the run's outputs go to while they are
+    written, so that two runs writing one set of outputs (a shared ``--report-dir``)
+    write them one after the other: a reader finds one run's set, never a mix.
+
+    The lock is ``flock`` on the folder itself (POSIX; elsewhere nothing is locked), so
+    no lock file is left behind; the folders are locked in one order, so two runs whose
+    outputs share some folders cannot wait on each other for ever."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    paths = list(_output_paths(args).values())
+    paths += [p for p in (args.trace, args.write_expectations) if p is not None]
+    folders = sorted({str(path.parent.resolve()) for path in paths})
+    held: list[int] = []
+    try:
+        for folder in folders:
+            try:
+                descriptor = os.open(folder, os.O_RDONLY)
+            except OSError:
+                continue  # the write itself will say why the folder cannot be used
+            held.append(descriptor)
+            with contextlib.suppress(OSError):
+                fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        for descriptor in held:
+            os.close(descriptor)  # which releases its lock
 
 
 @contextlib.contextmanager

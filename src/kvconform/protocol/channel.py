@@ -410,8 +410,9 @@ class PollChannel:
                     self._take(chunk)
                 elif chunk is not None:  # its end: for the next read to find
                     ready.append(StreamFault("eof"))
-        if ready and isinstance(ready[0], bytes):
-            return ready.popleft()
+        if ready and isinstance(first := ready[0], bytes):
+            ready.popleft()
+            return first
         if self._buf:
             started = bytes(self._buf)
             self._buf.clear()

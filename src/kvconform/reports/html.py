@@ -455,7 +455,9 @@ def render_compare(
     names = compare_names(reports, sources)
     # first seen first, each once: a dict, not a list's `in` (a report holding 80,000
     # ids made that quadratic, an hour at the input limit)
-    requirement_ids = list(dict.fromkeys(rid for report in reports for rid in report["requirements"]))
+    requirement_ids = list(
+        dict.fromkeys(rid for report in reports for rid in report["requirements"])
+    )
     title = "kvconform comparison: " + ", ".join(names)
     differ = suites_differ(reports)
     body = [

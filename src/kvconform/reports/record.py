@@ -237,10 +237,9 @@ def read(path: Path) -> dict[str, Any]:
     from kvconform.harness.yamlsource import load_json
 
     document: Document = load_json(path)
-    data = document.data
-    if isinstance(data, dict):  # counted before the schema walks them (limits.py)
+    if isinstance(document.data, dict):  # counted before the schema walks them (limits.py)
         for member in ("requirements", "results"):
-            entries = data.get(member)
+            entries = document.data.get(member)
             if isinstance(entries, list | dict) and len(entries) > limits.MAX_REPORT_ENTRIES:
                 raise document.error(
                     (member,),
