@@ -34,7 +34,8 @@ INFO_TEXT_CHARS = 200
 #: The most characters of an adapter's failure text (an answer it gave, its stderr) shown.
 SHOWN_CHARS = 2000
 #: The most characters of one declared name in a ``hello`` answer or a describe()
-#: (a dtype, a key-schema family, parameter or type, an option name or value).
+#: (a dtype, a key-schema family, parameter or type; an option's name and value are
+#: held to the known ones instead).
 DECLARED_NAME_CHARS = 64
 
 # Counts -------------------------------------------------------------------------

@@ -385,9 +385,8 @@ class AdapterInfo:
         ]
         if found:
             return found
+        # (an option's name and value are checked against the known ones, and clipped)
         names: list[tuple[str, str]] = [
-            *(("options", name) for name in self.options),
-            *(("options", value) for value in self.options.values()),
             *(("capabilities.dtypes", name) for name in self.dtypes or ()),
             *(("capabilities.key_schema", family) for family in schema),
         ]
