@@ -95,13 +95,11 @@ def pytest_configure(config: pytest.Config) -> None:
             f"--kv-timeout must be a number of seconds above 0 and at most 3600, got {timeout}"
         )
     allowed = config.getoption("kv_allow_modified")
-    listed = _listed_files()
-    config.stash[_LISTED] = listed
     config.stash[_STRAYS] = ()
     roots = _suite_roots()
     if config.getoption("kv_suite") or any(_inside(arg, roots, config) for arg in config.args):
         # The suite is judged as `kvconform run` judges it: the manifest's files, nothing else.
-        strays = _strays(roots, listed)
+        strays = _strays(roots, _listed(config))
         config.stash[_STRAYS] = strays
         code = [name for name in strays if name.endswith((".py", ".pyc"))]
         if code:  # pytest loads a conftest.py as a plugin: no flag makes that the suite
@@ -135,13 +133,18 @@ def _suite_roots() -> dict[str, Path]:
     }
 
 
-def _listed_files() -> dict[Path, str]:
-    """The data files the suite's loader reads (what the manifest lists of them)."""
-    return {
-        path.resolve(): name
-        for name, path in manifest._tracked_files().items()
-        if name.startswith(("scenarios/", "vectors/"))
-    }
+def _listed(config: pytest.Config) -> dict[Path, str]:
+    """The data files the suite's loader reads (what the manifest lists of them), found
+    once per session and only in a session that meets the suite."""
+    listed = config.stash.get(_LISTED, None)
+    if listed is None:
+        listed = {
+            path.resolve(): name
+            for name, path in manifest._tracked_files().items()
+            if name.startswith(("scenarios/", "vectors/"))
+        }
+        config.stash[_LISTED] = listed
+    return listed
 
 
 def _inside(arg: str, roots: dict[str, Path], config: pytest.Config) -> bool:
@@ -259,7 +262,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     if any(root in resolved.parents for root in roots):
         # A file of the installed suite: only what the manifest's loader reads is the
         # suite (as for `kvconform run`), and it is judged only as shipped.
-        name = config.stash[_LISTED].get(resolved)
+        name = _listed(config).get(resolved)
         if name is None:
             return None  # not part of the suite (pytest_configure has said so)
         if not config.getoption("kv_allow_modified"):
