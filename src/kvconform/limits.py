@@ -55,6 +55,10 @@ MAX_YAML_NODES = 200_000
 
 #: The deepest a YAML file may nest mappings and sequences.
 MAX_YAML_DEPTH = 64
+# JSON (an adapter's line, a report, a vector file) nests at most as deep as the
+# interpreter's recursion limit lets the decoder go: a deeper text is malformed, one
+# line, never a crash; and an error's values are flat (PROTO-21), so nothing an adapter
+# nests reaches the judge.
 
 # Time ---------------------------------------------------------------------------
 
