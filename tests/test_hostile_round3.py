@@ -536,3 +536,29 @@ def test_a_report_read_back_is_held_to_the_entry_limit(tmp_path: Path) -> None:
     path.write_text(json.dumps({"results": [{}] * (limits.MAX_REPORT_ENTRIES + 1)}))
     with pytest.raises(yamlsource.SourceError, match="more than the 20000"):
         record.read(path)
+
+
+def test_after_sigterm_the_adapters_group_is_killed_at_once(tmp_path: Path) -> None:
+    # The adapter hangs on its first cache_append: it will answer no shutdown. The old
+    # grace (2 s for the answer, 2 s for the exit) kept it running 4 s after the signal.
+    marker = tmp_path / "hanging"
+    adapter = " ".join([*STDIO, "hang", str(marker)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvconform", "run", "--adapter-cmd", adapter, "--quiet",
+         "--timeout", "60", "--area", "alloc", "--json", str(tmp_path / "r.json")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert marker.exists(), proc.poll()
+        signalled = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+        took = time.monotonic() - signalled
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == cli.EXIT_INTERRUPTED
+    assert took < 3.0, took
