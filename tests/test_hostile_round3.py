@@ -562,3 +562,14 @@ def test_after_sigterm_the_adapters_group_is_killed_at_once(tmp_path: Path) -> N
             proc.kill()
     assert proc.returncode == cli.EXIT_INTERRUPTED
     assert took < 3.0, took
+
+
+def test_incidents_are_bounded_and_keep_the_latest() -> None:
+    from kvconform.protocol.client import _Incidents
+
+    incidents = _Incidents()
+    for n in range(3 * limits.MAX_INCIDENTS):
+        incidents.append(f"incident {n}")
+    assert len(incidents) == limits.MAX_INCIDENTS
+    assert incidents[0] == "incident 0"
+    assert incidents[-1].endswith(f"incident {3 * limits.MAX_INCIDENTS - 1}")

@@ -48,6 +48,9 @@ MAX_DECLARED_ENTRIES = 64
 #: The most requirements, and the most case results, a report given to ``compare`` may
 #: list: a run of the whole suite holds a few hundred of each.
 MAX_REPORT_ENTRIES = 20_000
+#: The most incidents (breaches of the protocol that are not part of the verdict) a run
+#: keeps; past it the last one kept is the latest, with a count of the others.
+MAX_INCIDENTS = 100
 #: The most nodes a YAML file may hold, aliases expanded (a "billion laughs" file).
 MAX_YAML_NODES = 200_000
 

@@ -198,6 +198,21 @@ class _Exchange:
     stale: bool = False
 
 
+class _Incidents(list[str]):
+    """The driver's incidents, at most :data:`~kvconform.limits.MAX_INCIDENTS` of them:
+    past that the last one kept is always the latest, with a count of those dropped
+    (an adapter that breaks the protocol on every program cannot grow a report)."""
+
+    dropped = 0
+
+    def append(self, what: str) -> None:
+        if len(self) < limits.MAX_INCIDENTS:
+            super().append(what)
+            return
+        self.dropped += 1
+        self[-1] = f"({self.dropped + 1} more incidents, the last:) {what}"
+
+
 def _answers_before(line: bytes, first: int) -> bool:
     """Whether ``line`` is a response to a request before ``first`` (already answered)."""
     try:
@@ -253,7 +268,7 @@ class StdioDriver:
         #: Processes started after a failure (the first start is not counted).
         self.restarts = 0
         #: One line per fault the driver recovered from, oldest first.
-        self.incidents: list[str] = []
+        self.incidents: list[str] = _Incidents()
         self._failed_restarts = 0
         self._given_up: str | None = None
         self._closed = False
