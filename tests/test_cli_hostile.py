@@ -384,7 +384,7 @@ def test_the_plugin_checks_the_manifest_of_the_suite_it_collects(tmp_path: Path)
     "mode, said",
     [
         ("shutdown-status", "exited with status 7 after shutdown, not 0 (PROTO-24)"),
-        ("shutdown-linger", "did not exit within 2 s of shutdown; killed (PROTO-24)"),
+        ("shutdown-linger", "did not exit within 1 s of shutdown; killed (PROTO-24)"),
     ],
 )
 def test_an_adapter_that_ends_badly_is_reported_apart_from_the_verdict(

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
 import kvconform
+from kvconform import limits
 from kvconform.adapters import (
     DEFAULT_ADAPTER,
     AdapterLoadError,
@@ -70,7 +71,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ADAPTER, EXIT_INTERNAL = 0, 1, 2, 3, 4
 EXIT_NOTHING_JUDGED = 5
 EXIT_INTERRUPTED = 130
 #: The longest per-request timeout accepted (seconds).
-MAX_TIMEOUT = 3600.0
+MAX_TIMEOUT = limits.MAX_TIMEOUT
 
 
 class UsageError(Exception):
@@ -134,7 +135,8 @@ def _parser() -> argparse.ArgumentParser:
     who.add_argument(
         "--adapter",
         metavar="MODULE:FACTORY",
-        help=f"a Python adapter (default: the reference, {DEFAULT_ADAPTER})",
+        help="a Python adapter, imported with the current folder first on the module path "
+        f"(default: the reference, {DEFAULT_ADAPTER}, imported without it)",
     )
     who.add_argument(
         "--adapter-cmd",
@@ -148,6 +150,15 @@ def _parser() -> argparse.ArgumentParser:
         default=10.0,
         metavar="SECONDS",
         help="per-request timeout for --adapter-cmd (default 10)",
+    )
+    run.add_argument(
+        "--shutdown-grace",
+        type=_grace,
+        default=limits.SHUTDOWN_GRACE,
+        metavar="SECONDS",
+        help="--adapter-cmd: seconds, in all, the adapter has to answer shutdown and exit "
+        f"at the end of the run before its process group is killed (default "
+        f"{limits.SHUTDOWN_GRACE:g}, 0 kills it at once; after a signal it is killed at once)",
     )
     _add_selection(run)
     out = run.add_argument_group("reports")
@@ -354,6 +365,19 @@ def _timeout(text: str) -> float:
     return value
 
 
+def _grace(text: str) -> float:
+    """Seconds: a finite number from 0 to :data:`~kvconform.limits.MAX_SHUTDOWN_GRACE`."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value <= limits.MAX_SHUTDOWN_GRACE:  # also false for nan
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds from 0 to {limits.MAX_SHUTDOWN_GRACE:g}, got {text!r}"
+        )
+    return value
+
+
 def _named_directory(text: str) -> Path:
     """A folder named on the command line: an empty name (an unset variable, say) is not
     the current folder."""
@@ -430,7 +454,7 @@ def _driver(args: argparse.Namespace) -> Driver:
         from kvconform.protocol.client import AdapterStartError, StdioDriver
 
         try:
-            return StdioDriver(argv, timeout=args.timeout)
+            return StdioDriver(argv, timeout=args.timeout, shutdown_grace=args.shutdown_grace)
         except AdapterStartError as exc:
             raise AdapterStartFailed(str(exc)) from None
     spec = args.adapter or DEFAULT_ADAPTER
@@ -530,7 +554,7 @@ def _preflight(args: argparse.Namespace) -> None:
     if args.trace is not None:
         outputs.append(("--trace", args.trace))
     for index, (what, path) in enumerate(outputs):
-        if path.is_dir():
+        if _probe(path.is_dir, what, path):
             raise UsageError(f"{what}: {path} is a directory")
         try:
             refuse_replacing(path)
@@ -598,15 +622,24 @@ def _adapter_argv(command: str) -> list[str]:
     return argv
 
 
+def _probe(check: Callable[[], bool], what: str, path: Path) -> bool:
+    """``check()`` on ``path``; a path the system cannot even look up (a name too long
+    for the file system, a loop of links) is a usage error naming the option."""
+    try:
+        return check()
+    except OSError as exc:
+        raise UsageError(f"{what}: {path}: {exc.strerror or exc}") from None
+
+
 def _writable_dir(path: Path, what: str, *, create: bool = True) -> None:
-    if path.exists() and not path.is_dir():
+    if _probe(path.exists, what, path) and not _probe(path.is_dir, what, path):
         raise UsageError(f"{what}: {path} exists and is not a directory")
     if create:
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"{what}: cannot create {path}: {exc.strerror}") from None
-    if not path.is_dir():
+    if not _probe(path.is_dir, what, path):
         raise UsageError(f"{what}: the folder {path} does not exist")
     if not os.access(path, os.W_OK | os.X_OK):
         raise UsageError(f"{what}: the folder {path} is not writable")
@@ -621,36 +654,43 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     _preflight(args)
-    integrity = _integrity(args, err)
-    generated = _generated_options(args)
-    # The one-shot command: the suite about to be loaded lives as long as the process,
-    # so the cycle collector is paused until it is frozen out of its sight below, rather
-    # than made to go through it (it would, once, right after the cache is read). A full
-    # load (no cache, or a miss) then keeps its garbage until the process exits: about
-    # 13 MB more at its peak, and no slower.
-    pausing = _ONE_SHOT and gc.isenabled()
-    if pausing:
-        gc.disable()
-    try:
-        pool = [*_cases(args, integrity), *(generated.cases if generated else ())]
-        cases = select(pool, args)
-    except SourceError as exc:
-        raise UsageError(str(exc)) from None
+    integrity = manifest.Integrity(kvconform.SUITE_VERSION, "")  # until it is checked
+    cases: list[Case] = []
     known = None
-    if args.expectations:
-        from kvconform.harness import expectations as expectations_mod
-
+    try:  # a signal while the suite loads still leaves no earlier verdict at the reports
+        integrity = _integrity(args, err)
+        generated = _generated_options(args)
+        # The one-shot command: the suite about to be loaded lives as long as the process,
+        # so the cycle collector is paused until it is frozen out of its sight below, rather
+        # than made to go through it (it would, once, right after the cache is read). A full
+        # load (no cache, or a miss) then keeps its garbage until the process exits: about
+        # 13 MB more at its peak, and no slower.
+        pausing = _ONE_SHOT and gc.isenabled()
+        if pausing:
+            gc.disable()
         try:
-            from kvconform.differential import PROPERTY_IDS
-
-            # a generated property may be listed, run or not (unchecked without --generated)
-            known = expectations_mod.load(args.expectations, (*(c.id for c in pool), *PROPERTY_IDS))
+            pool = [*_cases(args, integrity), *(generated.cases if generated else ())]
+            cases = select(pool, args)
         except SourceError as exc:
             raise UsageError(str(exc)) from None
-    if _ONE_SHOT:
-        gc.freeze()  # the loaded suite lives as long as the process: no collection need look at it
-    if pausing:
-        gc.enable()
+        if args.expectations:
+            from kvconform.harness import expectations as expectations_mod
+
+            try:
+                from kvconform.differential import PROPERTY_IDS
+
+                # a generated property may be listed, run or not (unchecked without --generated)
+                listable = (*(c.id for c in pool), *PROPERTY_IDS)
+                known = expectations_mod.load(args.expectations, listable)
+            except SourceError as exc:
+                raise UsageError(str(exc)) from None
+        if _ONE_SHOT:
+            gc.freeze()  # the loaded suite lives as long as the process: no collection need see it
+        if pausing:
+            gc.enable()
+    except (KeyboardInterrupt, Stopped) as exc:
+        _report_no_start(args, cases, integrity, exc, err, known, stage="while the suite loaded")
+        raise
     try:
         driver = _driver(args)
     except (AdapterStartFailed, KeyboardInterrupt, Stopped) as exc:
@@ -696,6 +736,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         stopped = exc  # the reports so far are written below, marked incomplete
     finally:
         progress.finish()
+        if isinstance(stopped, KeyboardInterrupt | Stopped) and hasattr(driver, "shutdown_grace"):
+            driver.shutdown_grace = 0.0  # a supervisor's signal: the adapter's group goes now
         try:
             driver.close()
         except (KeyboardInterrupt, Stopped) as exc:  # a second signal while it shuts down
@@ -748,7 +790,9 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if incomplete is not None:
         report["incomplete"] = incomplete
         report["stopped_by"] = _stop_kind(stopped)
-    with _signals_held():  # every output of this run, or (after a signal) none changed
+    # every output of this run, or (after a signal) none changed; and no other run's
+    # outputs written in between (two runs sharing a --report-dir leave one run's set)
+    with _signals_held(), _outputs_locked(args):
         unwritten = [] if generated is None else list(generated.unwritten)
         unwritten += _write_reports(args, report)
         if args.trace is not None:
@@ -894,10 +938,12 @@ def _report_no_start(
     why: BaseException,
     err: TextIO,
     known: Expectations | None = None,
+    stage: str = "before the adapter answered hello",
 ) -> None:
-    """Write the reports of a run whose adapter never answered ``hello``: every selected
-    case not run, the report marked incomplete (a gate, if any, not reached), the adapter
-    named by its command."""
+    """Write the reports of a run whose adapter never answered ``hello`` (``stage`` says
+    when it stopped): every selected case not run (none, when the suite was not loaded
+    yet), the report marked incomplete (a gate, if any, not reached), the adapter named
+    by its command."""
     if not _output_paths(args):
         return
     from kvconform.reports import record
@@ -905,7 +951,7 @@ def _report_no_start(
     if isinstance(why, AdapterStartFailed):
         reason = f"the adapter could not start: {clip(str(why), 2000)}"
     else:
-        reason = _stop_reason(why, 0, len(cases)) + ", before the adapter answered hello"
+        reason = _stop_reason(why, 0, len(cases)) + f", {stage}"
     command = (
         _adapter_argv(args.adapter_cmd)[0] if args.adapter_cmd else args.adapter or DEFAULT_ADAPTER
     )
@@ -935,7 +981,7 @@ def _report_no_start(
     report["stopped_by"] = (
         "adapter_not_started" if isinstance(why, AdapterStartFailed) else _stop_kind(why)
     )
-    with _signals_held():
+    with _signals_held(), _outputs_locked(args):
         _say_unwritten(_write_reports(args, report), err)
 
 
@@ -1009,6 +1055,39 @@ def _said(what: object) -> str:
     """An error's text as one console line: it may quote a file, a path or an adapter
     (untrusted, of any size), so it is clipped and its line breaks escaped."""
     return one_line(clip(str(what), 2000))
+
+
+@contextlib.contextmanager
+def _outputs_locked(args: argparse.Namespace) -> Iterator[None]:
+    """Hold an exclusive lock on each folder the run's outputs go to while they are
+    written, so that two runs writing one set of outputs (a shared ``--report-dir``)
+    write them one after the other: a reader finds one run's set, never a mix.
+
+    The lock is ``flock`` on the folder itself (POSIX; elsewhere nothing is locked), so
+    no lock file is left behind; the folders are locked in one order, so two runs whose
+    outputs share some folders cannot wait on each other for ever."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    paths = list(_output_paths(args).values())
+    paths += [p for p in (args.trace, args.write_expectations) if p is not None]
+    folders = sorted({str(path.parent.resolve()) for path in paths})
+    held: list[int] = []
+    try:
+        for folder in folders:
+            try:
+                descriptor = os.open(folder, os.O_RDONLY)
+            except OSError:
+                continue  # the write itself will say why the folder cannot be used
+            held.append(descriptor)
+            with contextlib.suppress(OSError):
+                fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        for descriptor in held:
+            os.close(descriptor)  # which releases its lock
 
 
 @contextlib.contextmanager
@@ -1262,19 +1341,20 @@ def cmd_new_adapter(args: argparse.Namespace, out: TextIO) -> int:
     except OSError as exc:
         raise UsageError(f"cannot write the skeleton into {args.directory}: {exc}") from None
     plan = made.plan
+    folder = one_line(str(made.directory))  # a path the user typed: one line, breaks escaped
     for cls, by in plan.added.items():
         verb = "requires" if len(by) == 1 else "require"
         out.write(f"added the class {cls}: {' and '.join(by)} {verb} it (CONF-1)\n")
     out.write(
-        f"wrote a {plan.language} adapter skeleton into {made.directory}: "
+        f"wrote a {plan.language} adapter skeleton into {folder}: "
         f"{', '.join(made.files)}\n"
         f"it claims {', '.join(plan.classes)}; each of their {len(plan.claimed)} operation(s) "
         f"answers 'not implemented: <op>' until you replace it (README.md says how)\n"
-        f"next, in {made.directory}:\n"
+        f"next, in {folder}:\n"
     )
     if made.build:
-        out.write(f"  {made.build}\n")
-    out.write(f'  kvconform run --adapter-cmd "{made.command}"\n')
+        out.write(f"  {one_line(made.build)}\n")
+    out.write(f'  kvconform run --adapter-cmd "{one_line(made.command)}"\n')
     return EXIT_OK
 
 

@@ -12,6 +12,7 @@ class the adapter does not declare is skipped with that reason, never passed.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import stat
@@ -34,6 +35,15 @@ from kvconform.reports.untrusted import one_line
 
 _DRIVER = pytest.StashKey[Driver]()
 _SEEN = pytest.StashKey[dict[str, str]]()
+#: The suite as the manifest's loader sees it: each data file it loads, by resolved path,
+#: with its name in the manifest (``scenarios/...``, ``vectors/...``).
+_LISTED = pytest.StashKey[dict[Path, str]]()
+#: Files in the suite's folders that the suite does not hold but pytest could collect or
+#: load (data files it does not list, Python files such as a ``conftest.py``), by name.
+_STRAYS = pytest.StashKey[tuple[str, ...]]()
+
+#: What pytest could collect or import from a folder: the plugin's data files and code.
+_COLLECTABLE = (".yaml", ".yml", ".json", ".py", ".pyc")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -84,9 +94,28 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             f"--kv-timeout must be a number of seconds above 0 and at most 3600, got {timeout}"
         )
+    allowed = config.getoption("kv_allow_modified")
+    config.stash[_STRAYS] = ()
+    roots = _suite_roots()
+    if config.getoption("kv_suite") or any(_inside(arg, roots, config) for arg in config.args):
+        # The suite is judged as `kvconform run` judges it: the manifest's files, nothing else.
+        strays = _strays(roots, _listed(config))
+        config.stash[_STRAYS] = strays
+        code = [name for name in strays if name.endswith((".py", ".pyc"))]
+        if code:  # pytest loads a conftest.py as a plugin: no flag makes that the suite
+            raise pytest.UsageError(
+                f"the installed suite holds Python files it does not ship "
+                f"({_named(code)}); pytest would load them as code: remove them"
+            )
+        if strays and not allowed:
+            raise pytest.UsageError(
+                f"the installed suite holds files its manifest does not list "
+                f"({_named(strays)}); `kvconform run` ignores them and so does --kv-suite: "
+                "remove them, or pass --kv-allow-modified"
+            )
     if config.getoption("kv_suite"):
         integrity = manifest.check()
-        if not integrity.intact and not config.getoption("kv_allow_modified"):
+        if not integrity.intact and not allowed:
             raise pytest.UsageError(
                 f"the installed suite differs from its manifest ({integrity.problems()}); "
                 "reinstall kvconform, or pass --kv-allow-modified to run it anyway"
@@ -94,6 +123,54 @@ def pytest_configure(config: pytest.Config) -> None:
         for directory in (suite.scenarios_dir(), suite.vectors_dir()):
             if str(directory) not in config.args:
                 config.args.append(str(directory))
+
+
+def _suite_roots() -> dict[str, Path]:
+    """The installed suite's data folders, resolved, by their names in the manifest."""
+    return {
+        "scenarios": suite.scenarios_dir().resolve(),
+        "vectors": suite.vectors_dir().resolve(),
+    }
+
+
+def _listed(config: pytest.Config) -> dict[Path, str]:
+    """The data files the suite's loader reads (what the manifest lists of them), found
+    once per session and only in a session that meets the suite."""
+    listed = config.stash.get(_LISTED, None)
+    if listed is None:
+        listed = {
+            path.resolve(): name
+            for name, path in manifest._tracked_files().items()
+            if name.startswith(("scenarios/", "vectors/"))
+        }
+        config.stash[_LISTED] = listed
+    return listed
+
+
+def _inside(arg: str, roots: dict[str, Path], config: pytest.Config) -> bool:
+    """Whether the command-line argument ``arg`` names something in the suite's folders."""
+    where = Path(config.invocation_params.dir, arg.split("::", 1)[0])
+    try:
+        resolved = where.resolve()
+    except (OSError, RuntimeError):
+        return False
+    return any(resolved == root or root in resolved.parents for root in roots.values())
+
+
+def _strays(roots: dict[str, Path], listed: dict[Path, str]) -> tuple[str, ...]:
+    """Files in the suite's folders that pytest could collect or load and the suite's
+    loader does not read (a README is neither)."""
+    found = []
+    for label, root in roots.items():
+        for path in sorted(root.rglob("*")):
+            if path.suffix in _COLLECTABLE and path.resolve() not in listed:
+                found.append(f"{label}/{path.relative_to(root).as_posix()}")
+    return tuple(found)
+
+
+def _named(names: list[str] | tuple[str, ...]) -> str:
+    shown = ", ".join(clip(name, 200) for name in names[:5])
+    return one_line(shown + (f" and {len(names) - 5} more" if len(names) > 5 else ""))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -177,9 +254,53 @@ def _sniff(path: Path) -> str | None:
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if _sniff(file_path):
-        return CaseFile.from_parent(parent, path=file_path)
-    return None
+    if not _sniff(file_path):
+        return None
+    config = parent.config
+    resolved = file_path.resolve()
+    roots = _suite_roots().values()
+    if any(root in resolved.parents for root in roots):
+        # A file of the installed suite: only what the manifest's loader reads is the
+        # suite (as for `kvconform run`), and it is judged only as shipped.
+        name = _listed(config).get(resolved)
+        if name is None:
+            return None  # not part of the suite (pytest_configure has said so)
+        if not config.getoption("kv_allow_modified"):
+            recorded = _recorded(config)
+            if recorded.get(name) != manifest._sha256(file_path):
+                return _Refused.from_parent(parent, path=file_path, suite_name=name)
+    return CaseFile.from_parent(parent, path=file_path)
+
+
+_RECORDED = pytest.StashKey[dict[str, str]]()
+
+
+def _recorded(config: pytest.Config) -> dict[str, str]:
+    """The manifest's SHA-256 of each file, read once per session (empty if unreadable)."""
+    recorded = config.stash.get(_RECORDED, None)
+    if recorded is None:
+        try:
+            files = json.loads(manifest.manifest_path().read_text(encoding="utf-8"))["files"]
+            recorded = {str(k): str(v) for k, v in files.items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            recorded = {}
+        config.stash[_RECORDED] = recorded
+    return recorded
+
+
+class _Refused(pytest.File):
+    """A file of the installed suite that differs from its manifest: one collection error."""
+
+    def __init__(self, *, suite_name: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.suite_name = suite_name
+
+    def collect(self) -> Iterator[CaseItem]:
+        raise self.CollectError(
+            f"{self.path}: {self.suite_name} differs from the installed suite's manifest; "
+            "reinstall kvconform (or, editing the suite, run python -m "
+            "kvconform.harness.manifest), or pass --kv-allow-modified to run it anyway"
+        )
 
 
 class CaseFile(pytest.File):
@@ -237,4 +358,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     lines = [f"kvconform suite {kvconform.SUITE_VERSION}, digest {integrity.digest[:16]}"]
     if not integrity.intact:
         lines.append(f"kvconform: MODIFIED SUITE (--kv-allow-modified): {integrity.problems()}")
+    strays = config.stash.get(_STRAYS, ())
+    if strays:
+        lines.append(
+            f"kvconform: MODIFIED SUITE (--kv-allow-modified): not in the manifest and not "
+            f"run: {_named(strays)}"
+        )
     return lines

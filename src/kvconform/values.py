@@ -10,7 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field as _field
 from types import MappingProxyType
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
+
+from kvconform import limits
 
 #: The conformance classes (CONF-1).
 CLASSES = ("hash", "identity", "plan", "signature", "verify", "plan_validity")
@@ -358,6 +360,45 @@ class AdapterInfo:
             if not ok
         ]
 
+    def _size_problems(self) -> list[str]:
+        """Each declared list or mapping longer than the harness accepts, and each
+        declared name longer than it shows (:mod:`kvconform.limits`): what an adapter
+        says of itself is carried into every report."""
+        most, longest = limits.MAX_DECLARED_ENTRIES, limits.DECLARED_NAME_CHARS
+        schema = self.key_schema or {}
+        listed: list[tuple[str, Any]] = [
+            ("classes", self.classes),
+            ("format.reads", self.format_reads),
+            ("options", self.options),
+            ("capabilities.dtypes", self.dtypes or ()),
+            ("capabilities.key_schema", schema),
+        ]
+        if len(schema) <= most:
+            listed += [
+                (f"capabilities.key_schema.{_shown(family)}", params)
+                for family, params in schema.items()
+            ]
+        found = [
+            f"{where}: {len(value)} entries, more than the {most} the harness accepts"
+            for where, value in listed
+            if len(value) > most
+        ]
+        if found:
+            return found
+        # (an option's name and value are checked against the known ones, and clipped)
+        names: list[tuple[str, str]] = [
+            *(("capabilities.dtypes", name) for name in self.dtypes or ()),
+            *(("capabilities.key_schema", family) for family in schema),
+        ]
+        for params in schema.values():
+            names += [("capabilities.key_schema", text) for p in params.items() for text in p]
+        return [
+            f"{where}: a name of {len(name)} characters, more than the {longest} the harness "
+            f"accepts: {_shown(name)}"
+            for where, name in names
+            if len(name) > longest
+        ][:1]
+
     def declared_capabilities(self) -> dict[str, object]:
         """The capabilities that differ from their defaults, in their wire form (CONF-7)."""
         caps: dict[str, object] = {} if self.raw_fold else {"raw_fold": False}
@@ -378,6 +419,9 @@ class AdapterInfo:
         typed = self._type_problems()
         if typed:  # an in-process describe() is Python: its types are not yet checked
             return typed
+        oversized = self._size_problems()
+        if oversized:  # before anything goes through the entries
+            return oversized
         found = []
         for where, listed in (("classes", self.classes), ("format.reads", self.format_reads)):
             if len(set(listed)) != len(listed):  # a list, as a hello answer's would be refused

@@ -25,14 +25,17 @@ class AdapterLoadError(AdapterSpecError):
 def load_adapter(spec: str) -> Adapter:
     """Import ``module:factory`` and call the factory with no arguments.
 
-    The current directory is searched first, as ``python -m`` does, so an adapter
-    module beside the user needs no ``PYTHONPATH``.
+    For a module of the user's, the current directory is searched first, as ``python -m``
+    does, so an adapter module beside the user needs no ``PYTHONPATH``. For an adapter
+    kvconform ships (the default, the reference) it is not: a ``numpy.py`` in the folder
+    the command runs in is never imported in place of the real one.
     """
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise AdapterSpecError(f"adapter {spec!r}: expected 'module:factory'")
+    shipped = module_name.split(".", 1)[0] in ("kvconform", "kvconform_reference")
     here = os.getcwd()
-    if here not in sys.path and "" not in sys.path:
+    if not shipped and here not in sys.path and "" not in sys.path:
         sys.path.insert(0, here)
     try:
         module = importlib.import_module(module_name)

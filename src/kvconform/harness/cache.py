@@ -53,7 +53,10 @@ Invalidation
 
 Fallback
     Every failure to read or use the cache -- no file, unreadable, not the
-    user's, another key, a checksum mismatch, anything the unpickler raises, a
+    user's, not a regular file (a FIFO, a device, a link: opened without
+    waiting or following, then refused), larger than
+    :data:`~kvconform.limits.MAX_FILE_BYTES`, another key (checked before the
+    payload is read), a checksum mismatch, anything the unpickler raises, a
     result that is not a tuple of cases -- is a silent miss: the suite is
     loaded normally. Every failure to write is ignored.
 
@@ -97,6 +100,7 @@ import json
 import operator
 import os
 import pickle
+import stat
 import struct
 import sys
 from collections.abc import Callable
@@ -105,6 +109,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import kvconform
+from kvconform import limits
 from kvconform.harness import manifest
 
 if TYPE_CHECKING:
@@ -223,17 +228,8 @@ def cached_cases(
 def read(path: Path, key: str) -> tuple[Case, ...] | None:
     """The cases stored in ``path`` under ``key``, or ``None`` for any problem at all."""
     try:
-        with path.open("rb") as stream:
-            if not _private(os.fstat(stream.fileno())):
-                return None
-            blob = stream.read()
-        parts = blob.split(b"\n", 3)
-        if len(parts) != 4:
-            return None
-        format_, stored_key, checksum, payload = parts
-        if format_ != FORMAT.encode() or stored_key != key.encode():
-            return None
-        if checksum != hashlib.sha256(payload).hexdigest().encode():
+        payload = _payload(path, key)
+        if payload is None:
             return None
         cases = _unpickle(payload)
     except Exception:
@@ -243,6 +239,40 @@ def read(path: Path, key: str) -> tuple[Case, ...] | None:
     if not isinstance(cases, tuple) or not all(type(case) is Case for case in cases):
         return None
     return cases
+
+
+#: Flags that make opening the entry itself safe: no wait on a FIFO or a device (the
+#: type is checked on the open file before anything is read) and no link followed.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+
+
+def _payload(path: Path, key: str) -> bytes | None:
+    """The pickled cases of the entry at ``path`` if its header matches ``key`` and its
+    checksum its payload; ``None`` otherwise (a miss).
+
+    Only a regular file of the user's, of at most :data:`~kvconform.limits.MAX_FILE_BYTES`,
+    is read, and its header is checked before its payload is read: a FIFO, a device or a
+    link in its place is never waited on nor followed, and a large file is not read.
+    """
+    descriptor = os.open(path, _OPEN_FLAGS)
+    with os.fdopen(descriptor, "rb") as stream:
+        st = os.fstat(descriptor)
+        if not stat.S_ISREG(st.st_mode) or not _private(st):
+            return None
+        if st.st_size > limits.MAX_FILE_BYTES:
+            return None
+        header = FORMAT.encode() + b"\n" + key.encode() + b"\n"
+        if stream.read(len(header)) != header:
+            return None
+        checksum = stream.read(65)  # 64 hex digits and a newline
+        if len(checksum) != 65 or not checksum.endswith(b"\n"):
+            return None
+        payload = stream.read(limits.MAX_FILE_BYTES + 1)
+    if len(payload) > limits.MAX_FILE_BYTES:
+        return None
+    if checksum[:-1] != hashlib.sha256(payload).hexdigest().encode():
+        return None
+    return payload
 
 
 def _unpickle(payload: bytes) -> object:

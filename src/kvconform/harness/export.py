@@ -96,6 +96,20 @@ class _Dumper(yaml.SafeDumper):
     def ignore_aliases(self, data: Any) -> bool:
         return True
 
+    def write_double_quoted(self, text: str, split: bool = True) -> None:
+        """A scalar with a character that is not printable (a bidirectional control, a
+        noncharacter, a format character) is written with every character outside ASCII
+        escaped: the file means the same, and reads in review as it means (no text
+        reversed or hidden by the adapter's words)."""
+        if text.isprintable() and "\ufeff" not in text:
+            super().write_double_quoted(text, split)
+            return
+        allow, self.allow_unicode = self.allow_unicode, False
+        try:
+            super().write_double_quoted(text, split)
+        finally:
+            self.allow_unicode = allow
+
 
 def _represent_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
     """Plain or quoted as PyYAML likes, unless a character could be lost: line and

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import kvconform
+from kvconform import limits
 from kvconform.harness import suite
 
 MANIFEST_FORMAT = "kvconform-manifest/1"
@@ -45,11 +46,29 @@ def _tracked_files() -> dict[str, Path]:
     return files
 
 
+#: How much of a file is hashed at a time (memory stays at this, whatever the size).
+_CHUNK = 1 << 20
+
+
 def _sha256(path: Path) -> str:
-    """The file's SHA-256; a folder, FIFO or device in its place is never opened."""
-    if not stat.S_ISREG(path.stat().st_mode):
+    """The file's SHA-256; a folder, FIFO or device in its place is never opened, and a
+    file larger than :data:`~kvconform.limits.MAX_FILE_BYTES` (which no load would read)
+    is not read at all: it is "altered" by a word that no SHA-256 can be."""
+    st = path.stat()
+    if not stat.S_ISREG(st.st_mode):
         return "not a regular file"
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    too_large = f"larger than {limits.MAX_FILE_BYTES} bytes"
+    if st.st_size > limits.MAX_FILE_BYTES:
+        return too_large
+    digest = hashlib.sha256()
+    read = 0
+    with path.open("rb") as stream:  # in chunks, and no further than the limit: it may grow
+        while chunk := stream.read(_CHUNK):
+            read += len(chunk)
+            if read > limits.MAX_FILE_BYTES:
+                return too_large
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def file_hashes() -> dict[str, str]:
@@ -106,6 +125,8 @@ def check() -> Integrity:
     """Compare the files on disk with the shipped manifest."""
     path = manifest_path()
     try:
+        if path.stat().st_size > limits.MAX_FILE_BYTES:
+            raise ValueError(f"larger than {limits.MAX_FILE_BYTES} bytes")
         recorded = json.loads(path.read_text(encoding="utf-8"))
         files: dict[str, str] = recorded["files"]
     except (OSError, ValueError, KeyError) as exc:

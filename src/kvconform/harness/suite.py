@@ -17,7 +17,7 @@ from typing import Any
 import kvconform
 from kvconform.harness.checks import OutcomeCheck, ValueIs, Where
 from kvconform.harness.scenario import Case, load_scenario_file, mix_op
-from kvconform.harness.yamlsource import SourceError, load_json, validate
+from kvconform.harness.yamlsource import SourceError, load_json, read_text, validate
 from kvconform.protocol import operations as ops
 
 #: A requirement definition line in spec/*.md.
@@ -66,7 +66,7 @@ def requirements() -> Mapping[str, Requirement]:
     """Every requirement defined in ``spec/*.md``, by id."""
     found: dict[str, Requirement] = {}
     for path in sorted(spec_dir().glob("*.md")):
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)  # a regular file of at most limits.MAX_FILE_BYTES
         first = REQUIREMENT_LINE.match(text)
         matches = [first] if first else []
         matches += _LATER_REQUIREMENT_LINE.finditer(text)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import kvconform
+from kvconform import limits
 
 if TYPE_CHECKING:
     import jsonschema.protocols
@@ -184,9 +185,9 @@ def _parse(path: Path, text: str, loader_cls: type[yaml.SafeLoader]) -> Document
 
 #: The most nodes a file may hold once its aliases are expanded: the largest file of
 #: the suite holds a few thousand; an alias bomb holds billions in a few hundred bytes.
-MAX_NODES = 200_000
+MAX_NODES = limits.MAX_YAML_NODES
 #: The deepest a file may nest mappings and sequences.
-MAX_DEPTH = 64
+MAX_DEPTH = limits.MAX_YAML_DEPTH
 
 
 def _check_shape(path: Path, root: yaml.Node) -> None:
@@ -203,6 +204,7 @@ def _check_shape(path: Path, root: yaml.Node) -> None:
 
     sizes: dict[int, int] = {}
     open_nodes: set[int] = set()
+    aliased = [False]  # whether a node was met twice (through an alias) so far
 
     def fail(node: yaml.Node, problem: str) -> SourceError:
         return SourceError(str(path), node.start_mark.line + 1, "", problem)
@@ -210,6 +212,7 @@ def _check_shape(path: Path, root: yaml.Node) -> None:
     def size(node: yaml.Node, depth: int) -> int:
         known = sizes.get(id(node))
         if known is not None:
+            aliased[0] = True
             return known
         if id(node) in open_nodes:
             raise fail(node, "an alias refers to the node that contains it")
@@ -230,7 +233,8 @@ def _check_shape(path: Path, root: yaml.Node) -> None:
                 total += size(item, depth + 1)
         open_nodes.discard(id(node))
         if total > MAX_NODES:
-            raise fail(node, f"holds more than {MAX_NODES} nodes once its aliases are expanded")
+            expanded = " once its aliases are expanded" if aliased[0] else ""
+            raise fail(node, f"holds more than {MAX_NODES} nodes{expanded}")
         sizes[id(node)] = total
         return total
 
@@ -253,7 +257,7 @@ def load_json(path: Path) -> Document:
 _TOO_LONG = f"a number has more than {sys.get_int_max_str_digits()} digits"
 
 #: The largest data file read (a report of the whole suite with traces is a few MiB).
-MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_FILE_BYTES = limits.MAX_FILE_BYTES
 
 
 def _read(path: Path) -> str:
@@ -272,6 +276,10 @@ def _read(path: Path) -> str:
     except (OSError, UnicodeDecodeError) as exc:
         raise SourceError(str(path), None, "", f"cannot be read: {exc}") from None
     return text.replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
+
+
+#: The text of a data file, read as :func:`_read` reads it (a regular file, bounded).
+read_text = _read
 
 
 def _lines_of(root: yaml.Node) -> dict[PathKey, int]:

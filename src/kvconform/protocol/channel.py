@@ -26,9 +26,11 @@ import time
 import weakref
 from typing import IO
 
+from kvconform import limits
+
 #: The longest line the harness accepts from an adapter, newline excluded.
 #: A longer line is a protocol fault ("oversized"), and is never held whole.
-MAX_LINE_BYTES = 16 * 1024 * 1024
+MAX_LINE_BYTES = limits.MAX_LINE_BYTES
 #: How many of the adapter's last stderr lines a failure quotes.
 STDERR_TAIL_LINES = 20
 #: Longest stderr line kept (bytes); the rest of a longer line is dropped.
@@ -390,6 +392,33 @@ class PollChannel:
                     raise StreamFault("eof")
                 self._take(chunk)
 
+    def stray(self) -> bytes | None:
+        """Output the adapter has written beyond the answers awaited (a whole line, or
+        the start of one), taken from the stream, if any has come by now; never waits."""
+        ready = self._ready
+        if not ready and not self._buf:
+            try:
+                events = self._poll.poll(0)
+            except OSError:
+                events = []
+            if any(fd == self._out for fd, _ in events):
+                try:
+                    chunk = os.read(self._out, _READ_SIZE)  # readable: this cannot block
+                except OSError:
+                    chunk = None
+                if chunk:
+                    self._take(chunk)
+                elif chunk is not None:  # its end: for the next read to find
+                    ready.append(StreamFault("eof"))
+        if ready and isinstance(first := ready[0], bytes):
+            ready.popleft()
+            return first
+        if self._buf:
+            started = bytes(self._buf)
+            self._buf.clear()
+            return started
+        return None
+
     def _take(self, chunk: bytes) -> None:
         """Queue the whole lines of ``chunk``; keep the start of an unfinished one."""
         ready, buf, limit = self._ready, self._buf, self._max
@@ -492,6 +521,17 @@ class ThreadChannel:
     def ask(self, data: bytes, timeout: float) -> bytes:
         self.send(data)
         return self.read_line(timeout)
+
+    def stray(self) -> bytes | None:
+        """A line the adapter has written beyond the answers awaited, if one has come."""
+        try:
+            item = self._lines.get_nowait()
+        except queue.Empty:
+            return None
+        if isinstance(item, bytes):
+            return item
+        self._lines.put(item)  # its end or a fault, the last thing queued: left for a read
+        return None
 
     def read_line(self, timeout: float) -> bytes:
         try:

@@ -35,11 +35,13 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import kvconform
+from kvconform import limits
 from kvconform.protocol import channel, codec
 from kvconform.protocol import operations as ops
 from kvconform.rendering import one_line
@@ -191,6 +193,34 @@ class _Exchange:
     outcomes: list[Outcome]
     #: Why the adapter had to be killed, if it had to.
     fault: str | None = None
+    #: The first line read was an answer to a request of an earlier program (a stray
+    #: line the adapter wrote after that program ended): nothing of this one was judged.
+    stale: bool = False
+
+
+class _Incidents(list[str]):
+    """The driver's incidents, at most :data:`~kvconform.limits.MAX_INCIDENTS` of them:
+    past that the last one kept is always the latest, with a count of those dropped
+    (an adapter that breaks the protocol on every program cannot grow a report)."""
+
+    dropped = 0
+
+    def append(self, what: str) -> None:
+        if len(self) < limits.MAX_INCIDENTS:
+            super().append(what)
+            return
+        self.dropped += 1
+        self[-1] = f"({self.dropped + 1} more incidents, the last:) {what}"
+
+
+def _answers_before(line: bytes, first: int) -> bool:
+    """Whether ``line`` is a response to a request before ``first`` (already answered)."""
+    try:
+        response = codec.decode_line(line)
+    except ValueError:
+        return False
+    got = response.get("seq") if type(response) is dict else None
+    return type(got) is int and got < first
 
 
 class StdioDriver:
@@ -214,6 +244,7 @@ class StdioDriver:
         env: Mapping[str, str] | None = None,
         transport: Transport = "auto",
         trace: Trace | None = None,
+        shutdown_grace: float = limits.SHUTDOWN_GRACE,
     ) -> None:
         self.argv = shlex.split(argv) if isinstance(argv, str) else list(argv)
         if not self.argv:
@@ -231,10 +262,13 @@ class StdioDriver:
         self.env = env
         self.transport: Transport = transport
         self.trace = trace
+        #: Seconds, in all, the adapter has to answer ``shutdown`` and exit when the driver
+        #: closes, before its process group is killed (0: killed at once).
+        self.shutdown_grace = shutdown_grace
         #: Processes started after a failure (the first start is not counted).
         self.restarts = 0
         #: One line per fault the driver recovered from, oldest first.
-        self.incidents: list[str] = []
+        self.incidents: list[str] = _Incidents()
         self._failed_restarts = 0
         self._given_up: str | None = None
         self._closed = False
@@ -302,6 +336,12 @@ class StdioDriver:
         if isinstance(proc, Broken):
             return [proc] * len(program)
         exchange = self._exchange(proc, program)
+        if exchange.stale:  # not this program's doing: sent again, once, to a new process
+            self._proc = None
+            proc = self._running()
+            if isinstance(proc, Broken):
+                return [proc] * len(program)
+            exchange = self._exchange(proc, program)
         if exchange.fault is not None:
             self._proc = None
         else:
@@ -320,7 +360,16 @@ class StdioDriver:
         if self._given_up is not None:
             return Broken(self._given_up)
         if self._proc is not None:
-            return self._proc
+            extra = self._proc.channel.stray()
+            if extra is None:
+                return self._proc
+            # written after the last exchange was read: not this program's doing
+            self.incidents.append(
+                f"the adapter wrote a line between two programs, where the harness awaited "
+                f"nothing: {codec.clip(repr(extra), 300)}; the adapter was restarted"
+            )
+            self._proc.kill()
+            self._proc = None
         try:
             self._proc = self._start()
         except AdapterStartError as exc:
@@ -477,6 +526,15 @@ class StdioDriver:
                 seq += 1
         except channel.StreamFault as fault:
             index = seq - first
+            if index == 0 and fault.what == "seq" and _answers_before(line, first):
+                proc.kill()
+                what = (
+                    f"the adapter wrote a line after the program before had ended: "
+                    f"{codec.clip(repr(line), 300)}; it was restarted and the next program "
+                    "sent again (one response per request, PROTO-6)"
+                )
+                self.incidents.append(what)
+                return _Exchange([], what, stale=True)
             reason = self._explain(proc, fault, seq, program[index].name, self.timeout)
             outcomes += [Broken(reason, fault.raw)] * (len(program) - index)
             return _Exchange(outcomes, reason)
@@ -486,7 +544,10 @@ class StdioDriver:
             if self.trace is not None:
                 self.trace("recv", line)
             if line == _RESET_OK[1] % reset_seq or line == _RESET_OK[0] % reset_seq:
-                return _Exchange(outcomes)
+                extra = proc.channel.stray()
+                if extra is None:
+                    return _Exchange(outcomes)
+                return self._after_reset(proc, outcomes, extra, reset_seq)
             response = self._response(line, reset_seq)
         except channel.StreamFault as fault:
             return _Exchange(outcomes, self._explain(proc, fault, reset_seq, "reset", self.timeout))
@@ -496,6 +557,23 @@ class StdioDriver:
             self.incidents.append(what)
             return _Exchange(outcomes, what)
         return _Exchange(outcomes)
+
+    def _after_reset(
+        self, proc: _AdapterProcess, outcomes: list[Outcome], extra: bytes, reset_seq: int
+    ) -> _Exchange:
+        """The adapter wrote more after its answer to ``reset``: an incident of this
+        program's exchange (its answers were all read and stand, as after a malformed
+        answer to ``reset``), never a failure of the next program's first step. Whether
+        the extra line has come by now or comes later (then the next exchange finds it,
+        sends its program again to a new process and notes it), the verdict is the same."""
+        what = (
+            f"the adapter wrote a line after its answer to request {reset_seq} (reset), "
+            f"where the harness awaited nothing: {codec.clip(repr(extra), 300)} (one "
+            "response per request, PROTO-6); the adapter was killed and will be restarted"
+        )
+        proc.kill()
+        self.incidents.append(what)
+        return _Exchange(outcomes, what)
 
     def _send(self, proc: _AdapterProcess, messages: Sequence[Mapping[str, Any]]) -> None:
         first = proc.next_seq
@@ -619,13 +697,18 @@ class StdioDriver:
         if proc is None:
             return
         try:
-            self._shut_down(proc)
+            if self.shutdown_grace > 0:
+                self._shut_down(proc)
         finally:  # even when a second Ctrl-C ends the wait: the process group is stopped
             proc.kill()
 
     def _shut_down(self, proc: _AdapterProcess) -> None:
-        """Ask for ``shutdown`` and wait for the exit, noting any breach of PROTO-24."""
-        grace = min(self.timeout, 2.0)
+        """Ask for ``shutdown`` and wait for the exit, noting any breach of PROTO-24.
+
+        Both waits share one deadline, :attr:`shutdown_grace` seconds from now (at most
+        the timeout): after it the process group is killed, whatever it was doing."""
+        grace = min(self.timeout, self.shutdown_grace)
+        deadline = time.monotonic() + grace
         try:
             seq = proc.next_seq
             self._send(proc, [{"op": "shutdown"}])
@@ -641,7 +724,7 @@ class StdioDriver:
         if proc.proc.stdin is not None:
             with contextlib.suppress(OSError):
                 proc.proc.stdin.close()
-        if not proc.wait_exit(grace):
+        if not proc.wait_exit(max(0.0, deadline - time.monotonic())):
             self.incidents.append(
                 f"the adapter did not exit within {grace:g} s of shutdown; killed (PROTO-24)"
             )

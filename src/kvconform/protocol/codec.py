@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import json
 import typing
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from json import encoder as _json_encoder
 from json.scanner import make_scanner
+from types import MappingProxyType
 from typing import Any
 
 import kvconform
+from kvconform import limits
 from kvconform.protocol.operations import BY_CLASS, BY_NAME, FieldKind, Op, ResultKind
 from kvconform.rendering import clip as clip  # re-exported: the protocol clips with it
 from kvconform.rendering import one_line
@@ -398,30 +401,37 @@ def error_value_problem(value: object) -> str | None:
     fraction is left for the judge to find unequal) or a list of integers
     (``layer_shape``, ``readable``); an object or a nested list never is.
     """
-    if isinstance(value, list | tuple):
-        if all(type(item) is int for item in value):
+    kind = type(value)  # exact: a subclass's own comparisons must never run in the judge
+    if kind is list or kind is tuple:
+        if all(type(item) is int for item in value):  # type: ignore[attr-defined]
             return None
         return "expected an integer, a string or a list of integers; got a list of other things"
-    if value is None or isinstance(value, str | int | float):
+    if value is None or kind in (str, int, float, bool):
         return None
-    return f"expected an integer, a string or a list of integers; got {type(value).__name__}"
+    return f"expected an integer, a string or a list of integers; got {kind.__name__}"
 
 
 def fault_problem(fault: Fault) -> str | None:
     """Why an in-process adapter's ``fault`` could not have come over the wire, or
-    ``None``: in process a refusal is held to the types of PROTO-21 too."""
-    if not isinstance(fault.kind, str):
+    ``None``: in process a refusal is held to the types of PROTO-21 too, exactly (a
+    subclass of ``str`` or of :class:`Fault` is no wire value: none of its own
+    comparisons, hashing or printing may run in the judge)."""
+    if type(fault) is not Fault:
+        return f"it is a {type(fault).__name__}, a subclass of Fault, not a Fault"
+    if type(fault.kind) is not str:
         return f"its kind is a {type(fault.kind).__name__}, not a string"
-    if fault.field is not None and not isinstance(fault.field, str):
+    if fault.field is not None and type(fault.field) is not str:
         return f"its field is a {type(fault.field).__name__}, not a string"
-    if fault.layer is not None and (type(fault.layer) is not int or fault.layer < 0):
-        return f"its layer is {clip(repr(fault.layer), 60)}, not a non-negative integer"
-    if not isinstance(fault.message, str):
+    if fault.layer is not None and type(fault.layer) is not int:
+        return f"its layer is a {type(fault.layer).__name__}, not a non-negative integer"
+    if fault.layer is not None and fault.layer < 0:
+        return f"its layer is {fault.layer}, not a non-negative integer"
+    if type(fault.message) is not str:
         return f"its message is a {type(fault.message).__name__}, not a string"
-    if not isinstance(fault.values, Mapping):
+    if type(fault.values) not in (dict, MappingProxyType):
         return f"its values are a {type(fault.values).__name__}, not a mapping"
     for name, value in fault.values.items():
-        if not isinstance(name, str):
+        if type(name) is not str:
             return f"a value is named by a {type(name).__name__}, not a string"
         problem = error_value_problem(value)
         if problem is not None:
@@ -725,7 +735,7 @@ def outcome_of(op: Op, response: Mapping[str, Any]) -> Outcome:
 
 #: The most characters of an adapter's own text a failure keeps (a failure message,
 #: an unsupported answer): enough for any message, not a report of megabytes.
-SHOWN_LIMIT = 2000
+SHOWN_LIMIT = limits.SHOWN_CHARS
 
 
 def _dumped(body: object) -> str:
@@ -764,13 +774,41 @@ _INFO_MEMBERS = frozenset(
 
 
 #: The most characters of an adapter's name, version or language kept for reports.
-INFO_TEXT_LIMIT = 200
+INFO_TEXT_LIMIT = limits.INFO_TEXT_CHARS
 
 
 def info_text(text: str) -> str:
     """An adapter's name, version or language as the harness keeps it: clipped to
     :data:`INFO_TEXT_LIMIT` characters, on one line, control characters escaped."""
     return one_line(clip(text, INFO_TEXT_LIMIT))
+
+
+def _too_many(raw: Mapping[str, Any]) -> str | None:
+    """Which list or mapping of a ``hello`` answer has more than
+    :data:`~kvconform.limits.MAX_DECLARED_ENTRIES` entries, worded, or ``None``."""
+    most = limits.MAX_DECLARED_ENTRIES
+    fmt = raw.get("format")
+    caps = raw.get("capabilities")
+    schema = caps.get("key_schema") if isinstance(caps, Mapping) else None
+    listed: list[tuple[str, object]] = [
+        ("classes", raw.get("classes")),
+        ("format.reads", fmt.get("reads") if isinstance(fmt, Mapping) else None),
+        ("options", raw.get("options")),
+        ("capabilities.dtypes", caps.get("dtypes") if isinstance(caps, Mapping) else None),
+        ("capabilities.key_schema", schema),
+    ]
+    if isinstance(schema, Mapping) and len(schema) <= most:
+        listed += [
+            (f"capabilities.key_schema.{clip(ascii(family), 60)}", params)
+            for family, params in schema.items()
+        ]
+    for where, value in listed:
+        if isinstance(value, list | Mapping) and len(value) > most:
+            return (
+                f"{where}: {len(value)} entries, more than the {most} the harness accepts "
+                "(spec/security.md)"
+            )
+    return None
 
 
 def info_from_wire(raw: object) -> AdapterInfo:
@@ -783,6 +821,9 @@ def info_from_wire(raw: object) -> AdapterInfo:
             f"hello result: unknown member {clip(', '.join(map(repr, unknown_members)))} "
             f"(the members are {', '.join(sorted(_INFO_MEMBERS))}; PROTO-30)"
         )
+    too_many = _too_many(raw)
+    if too_many:  # before anything looks at the entries (limits.py)
+        raise WireError(f"hello result.{too_many}")
     for name in ("name", "version", "language"):
         if not isinstance(raw.get(name), str) or not raw[name]:
             raise WireError(f"hello result.{name}: expected a non-empty string")
@@ -795,7 +836,7 @@ def info_from_wire(raw: object) -> AdapterInfo:
     classes = raw.get("classes")
     if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
         raise WireError("hello result.classes: expected a list of class names")
-    twice = sorted({c for c in classes if classes.count(c) > 1})
+    twice = sorted(c for c, n in Counter(classes).items() if n > 1)
     if twice:
         named = clip(", ".join(map(repr, twice)))  # adapter text: escaped and clipped
         raise WireError(f"hello result.classes: {named} listed more than once")

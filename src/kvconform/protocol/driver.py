@@ -108,9 +108,9 @@ class InProcessDriver:
     def __init__(self, adapter: Adapter) -> None:
         self.adapter = adapter
         info = adapter.describe()
-        if not isinstance(info, AdapterInfo):
+        if type(info) is not AdapterInfo:  # exactly: a subclass's own problems() never runs
             raise TypeError(f"describe() returned {type(info).__name__}, not an AdapterInfo")
-        problems = info.problems()
+        problems = AdapterInfo.problems(info)
         if problems:  # the same checks as a hello answer over the protocol (CONF-6, CONF-7)
             raise ValueError(f"describe(): {problems[0]}")
         self.info = dataclasses.replace(  # its own words, kept as a hello answer's are

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import kvconform
+from kvconform import limits
 from kvconform.files import write_atomic
 from kvconform.harness import suite
 from kvconform.harness.runner import CAUSES, CaseResult, cause_of
@@ -236,6 +237,15 @@ def read(path: Path) -> dict[str, Any]:
     from kvconform.harness.yamlsource import load_json
 
     document: Document = load_json(path)
+    if isinstance(document.data, dict):  # counted before the schema walks them (limits.py)
+        for member in ("requirements", "results"):
+            entries = document.data.get(member)
+            if isinstance(entries, list | dict) and len(entries) > limits.MAX_REPORT_ENTRIES:
+                raise document.error(
+                    (member,),
+                    f"{len(entries)} entries, more than the {limits.MAX_REPORT_ENTRIES} a "
+                    "report of this harness can hold",
+                )
     validate(document, "report")
     data: dict[str, Any] = document.data
     return data
