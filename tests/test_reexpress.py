@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 from kvconform_reference import kv_cache
@@ -20,8 +21,9 @@ from kvconform.harness.reexpress import block_of, schema_map
 from kvconform.harness.runner import CaseResult, in_declared_shape, not_applicable, run_cases
 from kvconform.harness.scenario import Case
 from kvconform.protocol.driver import InProcessDriver
-from kvconform.values import AdapterInfo, LayerDesc, Layout, ModelSpec, PlanIdentity
+from kvconform.values import AdapterInfo, LayerDesc, Layout, ModelSpec, PlanIdentity, Signature
 from tests.variants import upstream_shapes, upstream_v2
+from tests.variants.enum_dtypes import DtypeEnumF32F16
 from tests.variants.upstream_shapes import FuelShapedFixedSchema, V2OnlyF32
 
 pytestmark = pytest.mark.covers("CONF-7", "CONF-14", "PLAN-17", "PROF-8")
@@ -237,3 +239,28 @@ def test_the_unchecked_width_multiply_is_caught_on_a_lifted_case(
     monkeypatch.setattr(upstream_v2, "_U64", 1 << 200)  # no width check: it wraps instead
     failed = _reexpressed(_failed(WrappingWidth()))
     assert any("width-overflow" in c.id for c in failed)
+
+
+class ReaderIgnoresDtype(DtypeEnumF32F16):
+    """Compares every field of the expectation but its dtype."""
+
+    def verify(self, recorded: object, payload: object, expected: object) -> object:  # type: ignore[override]
+        if isinstance(recorded, Signature) and isinstance(expected, Signature):
+            expected = replace(expected, dtype=recorded.dtype)
+        return super().verify(recorded, payload, expected)  # type: ignore[arg-type]
+
+
+def test_dtypes_outside_an_enum_are_renamed_within_one_verification() -> None:
+    info = DtypeEnumF32F16().describe()
+    case = next(c for c in suite.all_cases() if c.id == "verify.incompatible.dtype")
+    assert not_applicable(case, info) is not None
+    judged, reason = in_declared_shape(case, info)
+    assert reason is None and "bf16->f16" in judged.reexpressed[0]
+    # a one-value enum cannot tell the reader's f16 from the stamp's f32 apart
+    _, reason = in_declared_shape(case, V2OnlyF32().describe())
+    assert reason is not None and "not re-expressed" in reason
+
+
+def test_a_reader_ignoring_the_dtype_fails_a_renamed_case() -> None:
+    failed = _reexpressed(_failed(ReaderIgnoresDtype()))
+    assert any(c.id == "verify.incompatible.dtype" for c in failed)

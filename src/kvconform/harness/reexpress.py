@@ -48,6 +48,13 @@ def reexpress(case: Case, info: AdapterInfo) -> Case | str | None:
         if isinstance(moved, str):
             return moved
         out = moved
+    if info.dtypes is not None and any(
+        isinstance(op, ops.Verify) and op.expected.dtype not in info.dtypes for op in out.program
+    ):
+        scaled = into_dtypes(out, info.dtypes)
+        if isinstance(scaled, str):
+            return scaled
+        out = scaled
     return None if out is case else out
 
 
@@ -453,3 +460,64 @@ def lift_to_v2(case: Case, info: AdapterInfo) -> Case | str | None:
 
 def _v2(sig: Signature, layout: Layout) -> Signature:
     return replace(sig, format_version=2, layout=layout)
+
+
+# -- a dtype enum (SIG-14) ------------------------------------------------------------
+
+
+def into_dtypes(case: Case, dtypes: frozenset[str]) -> Case | str:
+    """Each ``verify`` whose expectation names a dtype outside ``dtypes``, with the dtypes
+    it names outside them renamed to declared ones it does not name (§6.4.3), or why not.
+
+    A verification compares its stamp, its payload (f32 under both profiles) and its
+    expectation field by field, and no relation reads its answer, so a renaming within
+    one operation that keeps equal names equal and different names different keeps
+    every comparison's outcome; f32 is always declared and never renamed.
+    """
+    program = list(case.program)
+    checks = list(case.checks)
+    expects = {
+        c.op_index: position
+        for position, c in enumerate(case.checks)
+        if isinstance(c, OutcomeCheck)
+    }
+    renamed_any: list[str] = []
+    for index, op in enumerate(case.program):
+        if not isinstance(op, ops.Verify) or op.expected.dtype in dtypes:
+            continue
+        named = [s.dtype for s in (op.recorded, op.expected) if s is not None]
+        outside = sorted({d for d in named if d not in dtypes})
+        free = sorted(d for d in dtypes if d not in named and d != "f32")
+        if len(free) < len(outside):
+            return (
+                f"its point needs the dtypes {', '.join(sorted(set(named) | {'f32'}))} in one "
+                f"verification; the declared dtypes are {', '.join(sorted(dtypes))}"
+            )
+        rename = dict(zip(outside, free, strict=False))
+
+        def moved(sig: Signature, rename: Mapping[str, str] = rename) -> Signature:
+            return replace(sig, dtype=rename.get(sig.dtype, sig.dtype))
+
+        program[index] = replace(
+            op,
+            recorded=None if op.recorded is None else moved(op.recorded),
+            expected=moved(op.expected),
+        )
+        position = expects[index]
+        check = checks[position]
+        assert isinstance(check, OutcomeCheck)
+        expect = check.expect
+        if isinstance(expect, SignatureIs):
+            checks[position] = replace(check, expect=SignatureIs(moved(expect.signature)))
+        elif isinstance(expect, ErrorIs) and expect.field == "dtype":
+            values = {
+                k: rename.get(v, v) if isinstance(v, str) else v for k, v in expect.values.items()
+            }
+            checks[position] = replace(check, expect=replace(expect, values=values))
+        renamed_any += [f"{a}->{b}" for a, b in rename.items()]
+    how = "dtypes outside the declared enum renamed within each verification: " + ", ".join(
+        dict.fromkeys(renamed_any)
+    )
+    return replace(
+        case, program=tuple(program), checks=tuple(checks), reexpressed=(*case.reexpressed, how)
+    )
