@@ -264,3 +264,12 @@ def test_dtypes_outside_an_enum_are_renamed_within_one_verification() -> None:
 def test_a_reader_ignoring_the_dtype_fails_a_renamed_case() -> None:
     failed = _reexpressed(_failed(ReaderIgnoresDtype()))
     assert any(c.id == "verify.incompatible.dtype" for c in failed)
+
+
+def test_a_spec_spelled_as_a_string_is_the_documented_one() -> None:
+    """The example of INTERPRETING.md 6.4.1 rule 5, which another runner must match."""
+    from kvconform.harness.reexpress import _spelling
+
+    spec = ModelSpec("llama", (("n", 4),), (("h", True),))
+    assert _spelling(spec) == "5:llama1:n5:u64 41:h9:hook true"
+    assert _spelling(ModelSpec("llama", (("e", -0.0),))) == "5:llama1:e20:f64 0000000000000080"

@@ -292,7 +292,7 @@ def _spelling(spec: ModelSpec) -> str:
         return f"{_kind(v)} {v}"
 
     fields = [part(n) + part(value(v)) for n, v in sorted(spec.params)]
-    fields += [part(n) + part(f"hook {p}") for n, p in sorted(spec.hooks)]
+    fields += [part(n) + part(f"hook {'true' if p else 'false'}") for n, p in sorted(spec.hooks)]
     return part(spec.family) + "".join(fields)
 
 
