@@ -1245,6 +1245,12 @@ def _print_summary(
             f"{by['decision']} on a decision of the specification: policy"
             f"{not_answers(s)})"
         )
+    reexpressed = sum(1 for c in report.get("results", []) if c.get("reexpressed"))
+    if reexpressed:
+        out.write(
+            f"\n{reexpressed} cases judged re-expressed into the declared shape "
+            "(INTERPRETING.md 6.4; each case's reexpressed in the JSON report says how)\n"
+        )
     notes = caveats(report)
     if notes:
         verdict += f" ({'; '.join(n.split(':')[0] for n in notes)})"

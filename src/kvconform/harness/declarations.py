@@ -51,7 +51,7 @@ def capability_missing(case: Case, info: AdapterInfo) -> str | None:
                 f"folds raw bytes {_why_not_reexpressed(op.program)}; {info.name} "
                 "does not expose the raw fold (capabilities.raw_fold: false, HASH-14)"
             )
-        spec = _model_spec(op)
+        spec = model_spec(op)
         if spec is not None and info.key_schema is not None:
             reason = outside_schema(spec, info.key_schema, info.name)
             if reason and rewritable is None:
@@ -108,7 +108,7 @@ def adapt(case: Case, info: AdapterInfo) -> Case:
     if info.key_schema is not None:
         models = schema_models(case, info.key_schema)
         if models is not None and any(
-            (spec := _model_spec(op)) is not None and outside_schema(spec, info.key_schema, "")
+            (spec := model_spec(op)) is not None and outside_schema(spec, info.key_schema, "")
             for op in program
         ):
             program = [_in_schema(op, *models) for op in program]
@@ -188,7 +188,7 @@ def as_u64_mixes(mix: MixOp, limit: int = _MAX_REEXPRESSED) -> tuple[MixOp, ...]
 # -- fixed per-family key schema (PLAN-17) ----------------------------------------
 
 
-def _model_spec(op: ops.Op) -> ModelSpec | None:
+def model_spec(op: ops.Op) -> ModelSpec | None:
     if isinstance(op, ops.ModelNew):
         return op.spec
     if isinstance(op, ops.PlanKey):

@@ -16,6 +16,7 @@ from typing import Literal
 from kvconform.harness.checks import Answers, Failure, OutcomeCheck, Refuses
 from kvconform.harness.declarations import adapt, capability_missing, option_not_declared
 from kvconform.harness.explain import requirement_summary
+from kvconform.harness.reexpress import reexpress
 from kvconform.harness.scenario import Case
 from kvconform.protocol import codec
 from kvconform.protocol.driver import Driver
@@ -104,6 +105,20 @@ def not_applicable(case: Case, info: AdapterInfo) -> str | None:
     return None
 
 
+def in_declared_shape(case: Case, info: AdapterInfo) -> tuple[Case, str | None]:
+    """The case as judged for ``info``: as written, or re-expressed into the declared shape
+    (INTERPRETING.md §6.4), and the reason it is not applicable, if it is not."""
+    reason = not_applicable(case, info)
+    if reason is None:
+        return case, None
+    rewritten = reexpress(case, info)
+    if rewritten is None:
+        return case, reason
+    if isinstance(rewritten, str):
+        return case, f"{reason}; not re-expressed: {rewritten}"
+    return rewritten, not_applicable(rewritten, info)
+
+
 def step_labels(case: Case) -> dict[int, str]:
     """The step of the scenario that sent each operation, by its index in the program."""
     return {c.op_index: c.where.step for c in case.checks if isinstance(c, OutcomeCheck)}
@@ -136,7 +151,7 @@ def _answer(op: Op, outcome: Outcome) -> str:
 
 
 def run_case(case: Case, driver: Driver, *, trace: bool = False) -> CaseResult:
-    reason = not_applicable(case, driver.info)
+    case, reason = in_declared_shape(case, driver.info)
     if reason:
         return CaseResult(case, "not_applicable", reason=reason)
     case = adapt(case, driver.info)

@@ -86,6 +86,9 @@ class Case:
     format_reads: tuple[int, ...] | None = None
     #: Versions the readable set must contain, whatever else it holds.
     format_reads_include: tuple[int, ...] = ()
+    #: How the case was rewritten into the shape an implementation declares, one line
+    #: per rewriting (INTERPRETING.md §6.4); empty for a case judged as written.
+    reexpressed: tuple[str, ...] = ()
 
     @property
     def basis_kind(self) -> str:

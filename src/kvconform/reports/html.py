@@ -400,6 +400,8 @@ def _cases_by_area(results: Sequence[Mapping[str, Any]]) -> list[str]:
         ]
         for r in rows:
             note = f" ({escape(r['reason'])})" if r.get("reason") else ""
+            if r.get("reexpressed"):  # judged in the declared shape (CONF-14)
+                note += f" (re-expressed: {escape('; '.join(r['reexpressed']))})"
             basis = _basis(r)
             basis_cell = "seed" if basis == "seed" else ", ".join(basis)
             name = f"<code>{escape(r['id'])}</code>"

@@ -77,6 +77,8 @@ def _result(result: CaseResult, file_names: dict[str, str]) -> dict[str, Any]:
     }
     if result.verdict in ("not_applicable", "not_run"):
         out["reason"] = result.reason
+    if case.reexpressed:  # judged in the declared shape, not as written (CONF-14)
+        out["reexpressed"] = list(case.reexpressed)
     if result.failures:
         first = result.failures[0]
         out["failure"] = {
