@@ -24,7 +24,7 @@ pytestmark = pytest.mark.covers("CONF-3", "CONF-4")
 
 
 def _run(adapter: object) -> list[CaseResult]:
-    return run_cases(suite.all_cases(), InProcessDriver(adapter))  # type: ignore[arg-type]
+    return run_cases(suite.all_cases(), InProcessDriver(adapter), strict_messages=True)  # type: ignore[arg-type]
 
 
 def _failed(results: list[CaseResult]) -> set[str]:

@@ -108,3 +108,45 @@ def test_variant_passes_every_case(v: Variant) -> None:
             for r in skipped
         ), f"{v.name} declares nothing"
     assert verdicts["passed"] + len(skipped) == len(suite.all_cases())
+
+
+def test_upstream_wording_passes_by_default_and_fails_under_strict_messages() -> None:
+    """Upstream ferrox's v2 layout messages name the field but not the value: advice by
+    default (every case passes, some with advice), failures under --strict-messages
+    (ERR-13, CONF-12); the cases are the bad-layout ones, and only for the message."""
+    from tests.variants.upstream_v2 import FerroxV2UpstreamWording
+
+    cases = suite.all_cases()
+    default = run_cases(cases, InProcessDriver(FerroxV2UpstreamWording()))
+    assert not [r.case.id for r in default if r.verdict == "failed"]
+    advised = {r.case.id for r in default if r.advice}
+    assert advised, "no case saw the upstream wording"
+    strict = run_cases(cases, InProcessDriver(FerroxV2UpstreamWording()), strict_messages=True)
+    failed = {r.case.id for r in strict if r.verdict == "failed"}
+    assert failed == advised
+    assert all(f.requires == ("ERR-13",) for r in strict for f in r.failures)
+
+
+def test_the_expectations_gate_treats_a_message_finding_as_advice_unless_strict() -> None:
+    """An unlisted message-only finding passes the gate by default and fails it under
+    --strict-messages; an entry ``cause: message`` is expected in both, and once the
+    finding is gone it is stale only under the flag (CONF-12)."""
+    from kvconform.adapters.reference import v2_layout_only
+    from kvconform.harness.expectations import Expectations, KnownFailure, gate
+    from tests.variants.upstream_v2 import FerroxV2UpstreamWording
+
+    cases = [c for c in suite.all_cases() if c.area == "signature"]
+    worded = run_cases(cases, InProcessDriver(FerroxV2UpstreamWording()))
+    strict = run_cases(cases, InProcessDriver(FerroxV2UpstreamWording()), strict_messages=True)
+    advised = sorted(r.case.id for r in worded if r.advice)
+    assert advised
+    assert gate(worded, None).ok
+    assert not gate(strict, None, strict_messages=True).ok
+    listed = Expectations(
+        "e.yaml", tuple(KnownFailure(i, "wording", cause="message") for i in advised)
+    )
+    assert gate(worded, listed).ok and gate(worded, listed).expected_failures == tuple(advised)
+    assert gate(strict, listed, strict_messages=True).ok
+    fixed = run_cases(cases, InProcessDriver(v2_layout_only()))
+    assert gate(fixed, listed).ok and set(gate(fixed, listed).unchecked) == set(advised)
+    assert gate(fixed, listed, strict_messages=True).stale == tuple(advised)

@@ -49,7 +49,7 @@ from kvconform.adapters import (
 )
 from kvconform.files import refuse_replacing
 from kvconform.harness import manifest, suite
-from kvconform.harness.runner import CaseResult, run_case, step_labels
+from kvconform.harness.runner import CaseResult, render_advice, run_case, step_labels
 from kvconform.harness.scenario import Case
 from kvconform.harness.yamlsource import SourceError
 from kvconform.protocol.driver import Driver, InProcessDriver
@@ -221,6 +221,13 @@ def _parser() -> argparse.ArgumentParser:
         default=10,
         metavar="N",
         help="failures printed in full at the end (default 10)",
+    )
+    run.add_argument(
+        "--strict-messages",
+        action="store_true",
+        help="count an error message that does not name its field or values (ERR-13) as a "
+        "failure, here and in the expectations gate; by default it is advice, shown apart "
+        "and not part of the verdict (CONF-12)",
     )
     run.add_argument("--quiet", action="store_true", help="no progress display")
     _add_no_cache(run)
@@ -681,9 +688,21 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 results.append(generated.run(case, driver, err))
             elif wire is not None:
                 wire.clear()
-                results.append(_with_wire(run_case(case, driver, trace=True), wire))
+                results.append(
+                    _with_wire(
+                        run_case(case, driver, trace=True, strict_messages=args.strict_messages),
+                        wire,
+                    )
+                )
             else:
-                results.append(run_case(case, driver, trace=args.trace is not None))
+                results.append(
+                    run_case(
+                        case,
+                        driver,
+                        trace=args.trace is not None,
+                        strict_messages=args.strict_messages,
+                    )
+                )
             progress(results[-1])
             gave_up = getattr(driver, "given_up", None)
             if gave_up is not None and len(results) < len(cases):
@@ -713,7 +732,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if known:
         from kvconform.harness import expectations as expectations_mod
 
-        gate = expectations_mod.gate(results, known)
+        gate = expectations_mod.gate(results, known, strict_messages=args.strict_messages)
         todo = sum(k.reason.startswith("TODO") for k in known.known)
         if todo:  # --write-expectations starts every reason as a TODO to edit
             err.write(
@@ -733,6 +752,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 ("class", args.classes),
                 ("requirement", args.requirement),
                 ("id", args.ids),
+                ("strict_messages", args.strict_messages),
             )
             if v
         },
@@ -1043,6 +1063,7 @@ def _print_summary(
     out: TextIO,
 ) -> None:
     from kvconform.reports.record import (
+        advice_text,
         caveats,
         format_text,
         gate_state,
@@ -1059,6 +1080,13 @@ def _print_summary(
         out.write(
             f"\n... {len(failed) - args.max_failures_shown} more failure(s); see the reports\n"
         )
+    advised = [r for r in results if r.advice]
+    if advised:  # apart from the failures: advice, not verdict (CONF-12)
+        out.write("\nadvice (not part of the verdict; --strict-messages makes these failures):\n")
+        for r in advised[: args.max_failures_shown]:
+            out.write(render_advice(r) + "\n")
+        if len(advised) > args.max_failures_shown:
+            out.write(f"... {len(advised) - args.max_failures_shown} more; see the reports\n")
     out.write(
         f"\nkvconform {report['suite']['version']} (digest {integrity.digest[:16]}) "
         f"against {a['name']} {a['version']} ({a['language']})\n"
@@ -1170,6 +1198,8 @@ def _print_summary(
     if notes:
         verdict += f" ({'; '.join(n.split(':')[0] for n in notes)})"
         out.write("".join(f"\n{note}" for note in notes) + "\n")
+    if advice_text(s):
+        out.write(f"\n{advice_text(s)}\n")
     out.write(
         f"\n{s['passed']} passed, {s['failed']} failed{split}, {s['not_applicable']} not "
         f"applicable{_not_run(s)} of {s['total']} in {report['seconds']:.1f} s: {verdict}\n"

@@ -143,10 +143,10 @@ VALIDITY_OUTCOMES = ("valid", "allocation_changed", "stale")
 
 @dataclass(frozen=True)
 class Fault:
-    """A semantic refusal, as an implementation reports it (ERR-8 .. ERR-6).
+    """A semantic refusal, as an implementation reports it (ERR-8 .. ERR-13).
 
     ``kind``, ``field``, ``layer`` and ``values`` are normative; ``message`` is
-    free wording that must still name the field and the values (ERR-6).
+    free wording that must still name the field and the values (ERR-13).
     """
 
     kind: str
