@@ -20,7 +20,7 @@ from tests.mutants.corpus import ModelIdFromAddress, TruncateRemints
 from tests.variants.renumbered import RenumberedReworded
 from tests.verdicts import not_passing
 
-pytestmark = pytest.mark.covers("CONF-3", "CONF-4")
+pytestmark = pytest.mark.covers("CONF-3", "CONF-12")
 
 
 def _run(adapter: object) -> list[CaseResult]:

@@ -1,6 +1,6 @@
 """Expectations, and how an implementation's outcomes are judged against them.
 
-Ids are judged only by equality and order (ID-8, CONF-4); errors by kind,
+Ids are judged only by equality and order (ID-8, CONF-12); errors by kind,
 field, layer and values, plus the ERR-13 check (advice, CONF-12) that the free-form message names
 the field and the values. Handle names and message wording are never judged.
 """
