@@ -314,11 +314,17 @@ def test_the_server_handshake() -> None:
     assert (
         "first request must be hello" in ask(server, {"op": "cache_len", "cache": "c"})["failure"]
     )
-    refused = ask(server, {"op": "hello", "protocol": 2, "suite": "1.0.0"})
-    assert "speaks protocol 1" in refused["failure"]
+    refused = ask(server, {"op": "hello", "protocol": 3, "suite": "1.0.0"})
+    assert "speaks protocol 1 and 2" in refused["failure"]
     answers = [ask(server, {"op": "hello", "protocol": 1, "suite": s}) for s in ("0.0.1", "9.9.9")]
     assert answers[0] == answers[1] == {"ok": codec.info_to_wire(server.info)}
     assert not validate_result("hello", answers[0]["ok"])
+    only_1 = Server(ReferenceAdapter(), protocols=(1,))
+    assert (
+        "speaks protocol 1" in ask(only_1, {"op": "hello", "protocol": 2, "suite": "x"})["failure"]
+    )
+    second = ask(Server(ReferenceAdapter()), {"op": "hello", "protocol": 2, "suite": "x"})
+    assert second == {"ok": codec.info_to_wire(server.info, 2)}
 
 
 @pytest.mark.covers("PROTO-9")
