@@ -454,7 +454,7 @@ def test_faults_of_python_adapters_keep_their_message() -> None:
     assert not validate("response", {"seq": 0, **body})
 
 
-@pytest.mark.covers("PROTO-30")
+@pytest.mark.covers("PROTO-35")
 @pytest.mark.parametrize(
     "extra, fragment",
     [

@@ -94,7 +94,7 @@ def suite_run(request: pytest.FixtureRequest) -> SuiteRun:
 
 @pytest.mark.covers(
     "PROTO-1", "PROTO-4", "PROTO-5", "PROTO-6", "PROTO-7", "PROTO-10", "PROTO-14",
-    "PROTO-15", "PROTO-16", "PROTO-17", "PROTO-18", "PROTO-19", "PROTO-21",
+    "PROTO-15", "PROTO-16", "PROTO-17", "PROTO-18", "PROTO-19", "PROTO-21", "PROTO-34",
 )  # fmt: skip
 def test_whole_suite_over_stdio_gives_the_in_process_verdicts(suite_run: SuiteRun) -> None:
     assert len(suite_run.over_stdio) == len(suite_run.in_process) == len(suite.all_cases())
@@ -591,3 +591,35 @@ def test_plugin_refuses_both_adapter_options(tmp_path: Path) -> None:
     )
     assert done.returncode == pytest.ExitCode.USAGE_ERROR
     assert "mutually exclusive" in done.stderr
+
+
+@pytest.mark.covers("PROTO-33", "PROTO-28")
+@pytest.mark.parametrize("op", ["cache_len", "measure"])
+def test_a_protocol_2_count_written_as_a_json_number_fails_its_step(
+    op: str, tmp_path: Path
+) -> None:
+    """The mutant of protocol 2: an adapter that speaks 2 but writes a count as a JSON
+    number (a cache length, a measured signature's counts) has that step fail as a
+    malformed answer (PROTO-28), the rest of the run unharmed; the reference server
+    speaking 2 passes the same cases (test_whole_suite_over_stdio...[protocol-2])."""
+    from kvconform.harness.checks import OutcomeCheck, SignatureIs, ValueIs
+
+    def answers_a_count(case: Case) -> bool:  # its first such op answers counts
+        first = next(i for i, o in enumerate(case.program) if o.name == op)
+        return any(
+            isinstance(c, OutcomeCheck)
+            and c.op_index == first
+            and isinstance(c.expect, SignatureIs | ValueIs)
+            for c in case.checks
+        )
+
+    cases = [
+        c for c in suite.all_cases() if any(o.name == op for o in c.program) and answers_a_count(c)
+    ][:3]
+    argv = misbehaving("v2-count-as-number", "--op", op, "--once", str(tmp_path / "m"))
+    with StdioDriver(argv) as driver:
+        assert driver.protocol == 2
+        results = run_cases(cases, driver)
+    assert results[0].verdict == "failed"
+    assert "protocol 2 carries a count as a string" in results[0].report()
+    assert all(r.verdict == "passed" for r in results[1:]), [r.report() for r in results[1:]]

@@ -421,8 +421,8 @@ class AdapterInfo:
             found.append(
                 f"format.reads: must contain the version written, {self.format_writes} (PROF-12)"
             )
-        if self.uint_bits not in (32, 64):
-            found.append(f"capabilities.uint_bits: {self.uint_bits!r} is not 32 or 64")
+        if self.uint_bits not in (32, 53, 64):
+            found.append(f"capabilities.uint_bits: {self.uint_bits!r} is not 32, 53 or 64")
         if self.dtypes is not None and "f32" not in self.dtypes:
             found.append("capabilities.dtypes: must hold f32, the element type of profile v1")
         fixed = self.option("plan_key_params") == "fixed"

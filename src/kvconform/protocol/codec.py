@@ -754,13 +754,13 @@ def info_to_wire(info: AdapterInfo, protocol: int = PROTOCOL_VERSION) -> dict[st
         "protocol": protocol,
         "classes": sorted(info.classes),
         "format": {"writes": info.format_writes, "reads": sorted(info.format_reads)},
-        # Declarations are optional on the wire (PROTO-30): what is left out is the default.
+        # Declarations are optional on the wire (PROTO-35): what is left out is the default.
         **({"options": dict(info.options)} if info.options else {}),
         **({"capabilities": caps} if (caps := info.declared_capabilities()) else {}),
     }
 
 
-#: The members of a ``hello`` answer (spec/protocol.md, PROTO-10, PROTO-30).
+#: The members of a ``hello`` answer (spec/protocol.md, PROTO-10, PROTO-35).
 _INFO_MEMBERS = frozenset(
     ("name", "version", "language", "protocol", "classes", "format", "options", "capabilities")
 )
@@ -786,7 +786,7 @@ def info_from_wire(raw: object, offered: int = PROTOCOL_VERSION) -> AdapterInfo:
     if unknown_members:
         raise WireError(
             f"hello result: unknown member {clip(', '.join(map(repr, unknown_members)))} "
-            f"(the members are {', '.join(sorted(_INFO_MEMBERS))}; PROTO-30)"
+            f"(the members are {', '.join(sorted(_INFO_MEMBERS))}; PROTO-35)"
         )
     for name in ("name", "version", "language"):
         if not isinstance(raw.get(name), str) or not raw[name]:
@@ -818,7 +818,7 @@ def info_from_wire(raw: object, offered: int = PROTOCOL_VERSION) -> AdapterInfo:
     if unknown_format:
         raise WireError(
             f"hello result.format: unknown member {clip(', '.join(map(repr, unknown_format)))} "
-            "(the members are writes, reads; PROTO-30)"
+            "(the members are writes, reads; PROTO-35)"
         )
     writes = fmt.get("writes")
     reads = fmt.get("reads")
