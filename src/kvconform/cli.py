@@ -223,6 +223,14 @@ def _parser() -> argparse.ArgumentParser:
         help="failures printed in full at the end (default 10)",
     )
     run.add_argument(
+        "--protocol",
+        type=int,
+        choices=(1, 2),
+        default=None,
+        help="with --adapter-cmd: speak only this protocol version (default: offer 2, the "
+        "newest, and fall back to 1 for an adapter that refuses it, PROTO-32)",
+    )
+    run.add_argument(
         "--strict-messages",
         action="store_true",
         help="count an error message that does not name its field or values (ERR-13) as a "
@@ -437,7 +445,7 @@ def _driver(args: argparse.Namespace) -> Driver:
         from kvconform.protocol.client import AdapterStartError, StdioDriver
 
         try:
-            return StdioDriver(argv, timeout=args.timeout)
+            return StdioDriver(argv, timeout=args.timeout, protocol=args.protocol)
         except AdapterStartError as exc:
             raise AdapterStartFailed(str(exc)) from None
     spec = args.adapter or DEFAULT_ADAPTER
@@ -762,6 +770,9 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         report["selection"]["generated"] = {"examples": generated.examples, "seed": generated.seed}
     if not integrity.intact:
         report["suite"]["modified"] = integrity.problems()
+    spoken = getattr(driver, "protocol", None)
+    if isinstance(spoken, int):  # over stdio: the version hello settled on (PROTO-32)
+        report["adapter"]["protocol"] = spoken
     incidents = getattr(driver, "incidents", None)
     if incidents:
         report["adapter"]["incidents"] = list(incidents)
@@ -1089,7 +1100,9 @@ def _print_summary(
             out.write(f"... {len(advised) - args.max_failures_shown} more; see the reports\n")
     out.write(
         f"\nkvconform {report['suite']['version']} (digest {integrity.digest[:16]}) "
-        f"against {a['name']} {a['version']} ({a['language']})\n"
+        f"against {a['name']} {a['version']} ({a['language']}"
+        + (f", protocol {a['protocol']}" if "protocol" in a else "")
+        + ")\n"
     )
     out.write(
         f"classes declared: {', '.join(a['classes']) or 'none'}; "
