@@ -591,9 +591,19 @@ def _with_wire(result: CaseResult, wire: Sequence[tuple[str, bytes]]) -> CaseRes
     return dataclasses.replace(result, trace=tuple(lines))
 
 
-def _write_trace(path: Path, results: Sequence[CaseResult]) -> list[str]:
-    """Every traced case, in run order: its verdict, then each exchange (``--trace``)."""
-    lines = ["# kvconform trace: > what the harness sent, < what came back", ""]
+def _write_trace(
+    path: Path, results: Sequence[CaseResult], protocol: int | None = None
+) -> list[str]:
+    """Every traced case, in run order: its verdict, then each exchange (``--trace``).
+    ``protocol``: the version spoken over stdio; ``None`` in process, where each
+    request is shown in its protocol-1 wire form."""
+    spoken = (
+        "in process: each request in its protocol-1 wire form"
+        if protocol is None
+        else f"over stdio, protocol {protocol}, the lines as written"
+        + (": every count a decimal string, PROTO-33" if protocol == 2 else "")
+    )
+    lines = [f"# kvconform trace: > what the harness sent, < what came back ({spoken})", ""]
     for result in results:
         if not result.trace:
             continue
@@ -783,7 +793,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         unwritten = [] if generated is None else list(generated.unwritten)
         unwritten += _write_reports(args, report)
         if args.trace is not None:
-            unwritten += _write_trace(args.trace, results)
+            spoken = getattr(driver, "protocol", None)
+            unwritten += _write_trace(
+                args.trace, results, spoken if isinstance(spoken, int) else None
+            )
         if stopped is None and args.write_expectations:
             from kvconform.harness import expectations as expectations_mod
 
