@@ -18,7 +18,7 @@ from kvconform.values import CLASS_REQUIRES, CLASSES, AdapterInfo, Fault, Refuse
 from tests.fixtures.hash_only_adapter import HashOnly
 from tests.verdicts import not_passing
 
-pytestmark = pytest.mark.covers("CONF-1", "CONF-2", "CONF-3", "CONF-6", "PROF-3", "PROTO-30")
+pytestmark = pytest.mark.covers("CONF-1", "CONF-2", "CONF-3", "CONF-6", "PROF-3", "PROTO-35")
 
 
 class Declaring(ReferenceAdapter):
@@ -152,7 +152,7 @@ def test_a_block_class_without_a_written_version_does_not_start(
 
 
 def test_an_undeclared_option_value_is_refused() -> None:
-    """An option value the specification does not list is an adapter-start error (PROTO-30)."""
+    """An option value the specification does not list is an adapter-start error (PROTO-35)."""
     with pytest.raises(ValueError, match=r"options\.append_past_capacity"):
         InProcessDriver(Declaring(options={"append_past_capacity": "truncate"}))
     with pytest.raises(ValueError, match="no such option"):

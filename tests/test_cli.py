@@ -487,7 +487,38 @@ def test_every_report_shows_safety_failures_apart_from_policy_failures(tmp_path:
 
 
 def test_failures_that_are_not_wrong_answers_are_counted_apart(tmp_path: Path) -> None:
-    """A message's wording (ERR-6) and a broken adapter are not read as wrong answers."""
+    """Under --strict-messages a message's wording (ERR-13) and a broken adapter are
+    failures, and neither is read as a wrong answer (CONF-12)."""
+    status, out, err = run(
+        "run",
+        "--adapter",
+        "tests.fixtures.three_causes:make",
+        "--report-dir",
+        str(tmp_path),
+        "--strict-messages",
+        "--quiet",
+    )
+    assert status == cli.EXIT_FAILED, err
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["selection"]["strict_messages"] is True
+    by = data["summary"]["failed_by_cause"]
+    assert by["answer"] > 0 and by["message"] > 0 and by["adapter"] > 0, by
+    assert sum(by.values()) == data["summary"]["failed"]
+    assert data["summary"]["advised"] == 0
+    causes = {r["id"]: r["failure"]["cause"] for r in data["results"] if r["verdict"] == "failed"}
+    assert causes["alloc.rewind.plan-stays-valid"] == "answer"
+    assert "message" in causes.values() and "adapter" in causes.values()
+    phrase = f"of these, {by['message']} only in an error message's wording (ERR-13"
+    assert phrase in out
+    assert f"{by['adapter']} where the adapter broke instead of answering" in out
+    assert phrase in (tmp_path / "summary.md").read_text()
+    assert phrase in (tmp_path / "report.html").read_text().replace("&#x27;", "'")
+
+
+def test_a_message_finding_is_advice_in_every_report_by_default(tmp_path: Path) -> None:
+    """Without --strict-messages, a case whose only fault is its message's wording
+    (ERR-13) passes, and every report shows the finding as advice, apart from the
+    failures (CONF-12); with the flag, the same cases fail."""
     status, out, err = run(
         "run",
         "--adapter",
@@ -496,19 +527,38 @@ def test_failures_that_are_not_wrong_answers_are_counted_apart(tmp_path: Path) -
         str(tmp_path),
         "--quiet",
     )
-    assert status == cli.EXIT_FAILED, err
+    assert status == cli.EXIT_FAILED, err  # its wrong answers still fail it
     data = json.loads((tmp_path / "report.json").read_text())
-    by = data["summary"]["failed_by_cause"]
-    assert by["answer"] > 0 and by["message"] > 0 and by["adapter"] > 0, by
-    assert sum(by.values()) == data["summary"]["failed"]
-    causes = {r["id"]: r["failure"]["cause"] for r in data["results"] if r["verdict"] == "failed"}
-    assert causes["alloc.rewind.plan-stays-valid"] == "answer"
-    assert "message" in causes.values() and "adapter" in causes.values()
-    phrase = f"of these, {by['message']} only in an error message's wording (ERR-6)"
-    assert phrase in out
-    assert f"{by['adapter']} where the adapter broke instead of answering" in out
-    assert phrase in (tmp_path / "summary.md").read_text()
-    assert phrase in (tmp_path / "report.html").read_text().replace("&#x27;", "'")
+    s = data["summary"]
+    assert s["failed_by_cause"]["message"] == 0
+    advised = [r for r in data["results"] if r.get("advice")]
+    assert advised and len(advised) == s["advised"]
+    only_advice = [r for r in advised if r["verdict"] == "passed"]
+    assert only_advice  # a case whose only finding is its message's wording passes
+    assert all(a["requires"] == ["ERR-13"] for r in advised for a in r["advice"])
+    first = advised[0]["id"]
+    assert "advice (not part of the verdict" in out and first in out
+    assert f"advice: {s['advised']} case(s)" in out
+    assert "Advice, not part of the verdict" in (tmp_path / "summary.md").read_text()
+    assert first in (tmp_path / "summary.md").read_text()
+    html_text = (tmp_path / "report.html").read_text()
+    assert 'id="advice"' in html_text and first in html_text
+    junit = (tmp_path / "report.xml").read_text()
+    assert "advice (ERR-13, not part of the verdict" in junit
+
+    strict = tmp_path / "strict"
+    run(
+        "run",
+        "--adapter",
+        "tests.fixtures.three_causes:make",
+        "--report-dir",
+        str(strict),
+        "--strict-messages",
+        "--quiet",
+    )
+    data = json.loads((strict / "report.json").read_text())
+    verdicts = {r["id"]: r["verdict"] for r in data["results"]}
+    assert all(verdicts[r["id"]] == "failed" for r in only_advice)
 
 
 def test_a_wrong_error_shows_the_expected_error_not_its_values(tmp_path: Path) -> None:

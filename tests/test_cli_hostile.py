@@ -92,12 +92,14 @@ def test_an_internal_error_is_exit_4_with_the_reports_so_far_marked_incomplete(
     real = runner.run_case
     calls = 0
 
-    def breaks_on_the_fifth(case: object, driver: object, trace: bool = False) -> runner.CaseResult:
+    def breaks_on_the_fifth(
+        case: object, driver: object, trace: bool = False, strict_messages: bool = False
+    ) -> runner.CaseResult:
         nonlocal calls
         calls += 1
         if calls == 5:
             raise ZeroDivisionError("a bug in the harness")
-        return real(case, driver, trace=trace)  # type: ignore[arg-type]
+        return real(case, driver, trace=trace, strict_messages=strict_messages)  # type: ignore[arg-type]
 
     monkeypatch.setattr(cli, "run_case", breaks_on_the_fifth)
     status, out, err = run("run", "--area", "hash", "--report-dir", str(tmp_path), "--quiet")

@@ -66,4 +66,4 @@ def test_a_generated_check_explains_itself(property_id: str) -> None:
     followed the report's advice and got 'neither a case id nor a requirement id')."""
     text = explain.explain(property_id)
     assert text.startswith(f"generated {property_id}: ")
-    assert "CONF-4" in text and f"--generated 200 --id {property_id}" in text
+    assert "CONF-12" in text and f"--generated 200 --id {property_id}" in text

@@ -89,7 +89,7 @@ def test_the_adapter_agrees_with_the_reference(prop: Property, driver: Driver) -
 
 @pytest.mark.parametrize("variant", all_variants(), ids=[v.name for v in all_variants()])
 def test_correct_variants_raise_no_alarm(variant: object) -> None:
-    """Other ids, wording, storage and key composition are free (CONF-4): no disagreement."""
+    """Other ids, wording, storage and key composition are free (CONF-12): no disagreement."""
     driver = InProcessDriver(variant.factory())  # type: ignore[attr-defined]
     try:
         for prop in PROPERTIES:

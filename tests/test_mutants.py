@@ -79,7 +79,9 @@ _RESULTS: dict[str, list[CaseResult]] = {}
 def run_suite(name: str, adapter: Adapter) -> list[CaseResult]:
     """Every case of the suite against ``adapter``, once per session per ``name``."""
     if name not in _RESULTS:
-        _RESULTS[name] = run_cases(suite.all_cases(), MemoDriver(adapter))
+        # strict: a mutant whose only fault is a message (ERR-13) is caught, as advice by
+        # default and as a failure under --strict-messages (CONF-12)
+        _RESULTS[name] = run_cases(suite.all_cases(), MemoDriver(adapter), strict_messages=True)
     return _RESULTS[name]
 
 

@@ -388,7 +388,7 @@ def test_every_operation_takes_part_in_the_generated_checks_or_says_why_not() ->
 
 def test_the_table_gives_the_generated_checks_what_they_judge_by() -> None:
     # A disagreement cites requirements that exist; an id or a key is compared by a
-    # declared relation (never by value: CONF-4); handle fields name a kind some
+    # declared relation (never by value: CONF-12); handle fields name a kind some
     # operation makes, the first word of its name.
     known = set(suite.requirements())
     makes = {spec.makes for spec in ops.TABLE if spec.makes}

@@ -5,7 +5,7 @@ Rust (std only) and serves it over the stdio protocol. Its ids start
 elsewhere and step differently, its plan key is composed differently and its
 messages are worded differently from the reference's, so a green run here is
 evidence that the suite judges the specification and not the reference
-(CONF-4).
+(CONF-12).
 
 Needs ``cargo``. Without it every test here is skipped, loudly.
 """
@@ -27,7 +27,7 @@ from tests import toolchain
 from tests.toolchain import tool
 from tests.verdicts import for_another_option
 
-pytestmark = pytest.mark.covers("CONF-4")
+pytestmark = pytest.mark.covers("CONF-12")
 
 CRATE = Path(__file__).resolve().parent.parent / "examples" / "rust-adapter"
 BINARY = CRATE / "target" / "release" / "kvconform-rust-adapter"

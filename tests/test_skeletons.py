@@ -25,9 +25,10 @@ import pytest
 
 from kvconform import cli, skeletons
 from kvconform.harness import checks, suite
+from kvconform.protocol import operations as ops
 from kvconform.protocol.client import StdioDriver
 from kvconform.protocol.operations import TABLE
-from kvconform.values import CLASSES
+from kvconform.values import CLASSES, Ok, Refused
 from tests import toolchain
 from tests.test_cli import run
 from tests.toolchain import tool
@@ -50,6 +51,10 @@ def _generate(lang: str, directory: Path, classes: str | None = None) -> str:
 
 #: The file of each language's skeleton that holds its declaration.
 SOURCE = {"python": "adapter.py", "javascript": "adapter.js", "rust": "src/main.rs"}
+#: The protocol each skeleton speaks: JavaScript's is 2, so JSON.parse will do (PROTO-33).
+PROTOCOL = {"python": 1, "javascript": 2, "rust": 1}
+#: The capabilities each skeleton declares as generated: JavaScript's counts are Numbers.
+CAPABILITIES = {"python": {}, "javascript": {"uint_bits": 53}, "rust": {}}
 
 
 def _adapter(
@@ -175,14 +180,14 @@ class _Session:
 def test_a_hash_only_skeleton_declares_exactly_hash(lang: str, tmp_path: Path) -> None:
     session = _Session(_adapter(lang, tmp_path / f"hash-{lang}"))  # the default: hash
     try:
-        hello = session.ask("hello", protocol=1, suite="2.2.0")
+        hello = session.ask("hello", protocol=PROTOCOL[lang], suite="2.2.0")
         assert set(hello) == {"ok"}, hello
         info = hello["ok"]
         assert isinstance(info, dict)
         assert info["classes"] == ["hash"]
         assert info["format"] == {"writes": None, "reads": []}
-        assert info["options"] == {} and info["capabilities"] == {}
-        assert info["protocol"] == 1 and info["language"] == lang
+        assert info["options"] == {} and info["capabilities"] == CAPABILITIES[lang]
+        assert info["protocol"] == PROTOCOL[lang] and info["language"] == lang
         assert session.ask("hash", program=[{"op": "finish"}]) == {
             "failure": "not implemented: hash"
         }
@@ -203,8 +208,9 @@ def test_a_skeleton_without_hash_answers_hash_batch_unsupported_and_refuses_othe
 ) -> None:
     session = _Session(_adapter(lang, tmp_path / f"verify-{lang}", "verify"))
     try:
-        assert set(session.ask("hello", protocol=2, suite="9.9.9")) == {"failure"}
-        info = session.ask("hello", protocol=1, suite="2.2.0")["ok"]
+        other = 3 - PROTOCOL[lang]  # the version it does not speak
+        assert set(session.ask("hello", protocol=other, suite="9.9.9")) == {"failure"}
+        info = session.ask("hello", protocol=PROTOCOL[lang], suite="2.2.0")["ok"]
         assert isinstance(info, dict)
         assert info["classes"] == ["signature", "verify"]
         assert info["format"] == {"writes": 1, "reads": [1]}
@@ -327,7 +333,7 @@ DECLARED = {
         "const OPTIONS = {};": (
             "const OPTIONS = { truncate_past_length: 'refuse', clear_mints: 'lazy' };"
         ),
-        "const CAPABILITIES = {};": "const CAPABILITIES = { uint_bits: 32 };",
+        "const CAPABILITIES = { uint_bits: 53 };": "const CAPABILITIES = { uint_bits: 32 };",
     },
     "rust": {
         "const OPTIONS: &[(&str, &str)] = &[];": (
@@ -351,3 +357,57 @@ def test_options_and_capabilities_are_declared_where_the_skeleton_says(
     assert info.option("truncate_past_length") == "refuse"
     assert info.option("clear_mints") == "lazy"
     assert info.declared_capabilities() == {"uint_bits": 32}
+
+
+#: A JavaScript author's first two operations, written with the skeleton's helpers:
+#: a stamp that takes its counts from the payload's first layer, and a verify that
+#: refuses a stamp wider than a Number (VERIFY-12) and otherwise answers the stamp.
+_JS_STAMP = """function opStamp(request) {
+  const first = request.payload[0];
+  return ok({
+    format_version: 1, model: request.model, n_layers: request.payload.length,
+    n_kv_heads: count(first.n_kv_heads), head_dim: count(first.head_dim), dtype: 'f32',
+    tokens: count(first.seq_len),
+  });
+}"""
+_JS_VERIFY = """function opVerify(request) {
+  const stamp = request.recorded;
+  for (const field of ['n_layers', 'n_kv_heads', 'head_dim', 'tokens']) {
+    const found = bigCount(stamp[field]);
+    if (found > BigInt(MAX_COUNT)) {
+      return error('unrepresentable', `the stamp's ${field} ${found} is wider than a Number`, {
+        field, values: { found },
+      });
+    }
+  }
+  return ok({ ...stamp, format_version: count(stamp.format_version),
+    n_layers: count(stamp.n_layers), n_kv_heads: count(stamp.n_kv_heads),
+    head_dim: count(stamp.head_dim), tokens: count(stamp.tokens) });
+}"""
+
+
+def test_the_javascript_skeleton_speaks_protocol_2_with_json_parse(tmp_path: Path) -> None:
+    """Counts up to 2^53 - 1 go to a JavaScript adapter and back exactly, and a stamp's
+    count of 2^53 + 1 is refused with that exact count: JSON.parse, protocol 2
+    (PROTO-32, PROTO-33), a 53-bit declaration (CONF-13, VERIFY-12)."""
+    from kvconform.values import LayerDesc, Signature
+
+    edits = {
+        "function opStamp(request) {\n  return notImplemented('stamp'); // REPLACE\n}": _JS_STAMP,
+        "function opVerify(request) {\n  return notImplemented('verify'); // REPLACE\n}": (
+            _JS_VERIFY
+        ),
+    }
+    argv = _adapter("javascript", tmp_path / "js", "verify", edits=edits)
+    widest = (1 << 53) - 1
+    layer = LayerDesc(n_kv_heads=widest, head_dim=widest - 1, seq_len=0, k_len=0, v_len=0)
+    with StdioDriver(argv, timeout=30.0) as driver:
+        assert driver.protocol == 2 and driver.info.uint_bits == 53
+        stamped = driver.call(ops.Stamp(model="m", payload=(layer, layer)))
+        assert isinstance(stamped, Ok), stamped
+        assert stamped.value == Signature(1, "m", 2, widest, widest - 1, "f32", 0)
+        wide = Signature(1, "m", 2, 2, 4, "f32", (1 << 53) + 1)
+        refused = driver.call(ops.Verify(recorded=wide, payload=(), expected=wide))
+        assert isinstance(refused, Refused), refused
+        assert (refused.fault.kind, refused.fault.field) == ("unrepresentable", "tokens")
+        assert refused.fault.values == {"found": (1 << 53) + 1}  # exact, not 2^53

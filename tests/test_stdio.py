@@ -62,14 +62,23 @@ class SuiteRun:
     over_stdio: list[CaseResult]
     traffic: list[tuple[str, bytes]]
     exit_status: int | None
+    #: The protocol version the run spoke (PROTO-32): 2 when offered first, 1 when forced.
+    protocol: int
 
 
-@pytest.fixture(scope="module")
-def suite_run() -> SuiteRun:
+@pytest.fixture(scope="module", params=[1, 2], ids=["protocol-1", "protocol-2"])
+def suite_run(request: pytest.FixtureRequest) -> SuiteRun:
+    """The whole suite over stdio in each protocol version: protocol 1 offered alone, and
+    the negotiation, which settles on 2 with the reference server (PROTO-32, PROTO-33)."""
     cases = suite.all_cases()
     expected = in_process_results(cases)
     traffic: list[tuple[str, bytes]] = []
-    driver = StdioDriver(SERVE, trace=lambda direction, line: traffic.append((direction, line)))
+    driver = StdioDriver(
+        SERVE,
+        trace=lambda direction, line: traffic.append((direction, line)),
+        protocol=1 if request.param == 1 else None,
+    )
+    assert driver.protocol == request.param
     process = driver._proc
     try:
         results = run_cases(cases, driver)
@@ -80,12 +89,12 @@ def suite_run() -> SuiteRun:
     finally:
         driver.close()
     status = process.proc.returncode if process is not None else None
-    return SuiteRun(expected, results, traffic, status)
+    return SuiteRun(expected, results, traffic, status, request.param)
 
 
 @pytest.mark.covers(
     "PROTO-1", "PROTO-4", "PROTO-5", "PROTO-6", "PROTO-7", "PROTO-10", "PROTO-14",
-    "PROTO-15", "PROTO-16", "PROTO-17", "PROTO-18", "PROTO-19", "PROTO-21",
+    "PROTO-15", "PROTO-16", "PROTO-17", "PROTO-18", "PROTO-19", "PROTO-21", "PROTO-34",
 )  # fmt: skip
 def test_whole_suite_over_stdio_gives_the_in_process_verdicts(suite_run: SuiteRun) -> None:
     assert len(suite_run.over_stdio) == len(suite_run.in_process) == len(suite.all_cases())
@@ -104,17 +113,18 @@ def test_the_reference_server_exits_zero_after_shutdown(suite_run: SuiteRun) -> 
     assert sent[-1]["op"] == "shutdown"
 
 
-def _validator(name: str) -> jsonschema.protocols.Validator:
-    return schemas.validator(name)
+def _validator(name: str, protocol: int = 1) -> jsonschema.protocols.Validator:
+    return schemas.validator(name, protocol)
 
 
-def _result_validator(op: str) -> jsonschema.protocols.Validator:
-    return schemas.validator(f"ops/{op}#/$defs/result")
+def _result_validator(op: str, protocol: int = 1) -> jsonschema.protocols.Validator:
+    return schemas.validator(f"ops/{op}#/$defs/result", protocol)
 
 
 @pytest.mark.covers("PROTO-8", "PROTO-10", "PROTO-17", "PROTO-18", "PROTO-19", "PROTO-21")
 def test_every_line_of_the_traffic_validates_against_the_schemas(suite_run: SuiteRun) -> None:
-    requests, responses = _validator("request"), _validator("response")
+    protocol = suite_run.protocol
+    requests, responses = _validator("request", protocol), _validator("response", protocol)
     results: dict[str, jsonschema.protocols.Validator] = {}
     pending: dict[int, str] = {}
     forms: set[str] = set()
@@ -133,7 +143,7 @@ def test_every_line_of_the_traffic_validates_against_the_schemas(suite_run: Suit
         (form,) = set(message) - {"seq"}
         forms.add(form)
         if form == "ok":
-            check = results.setdefault(op, _result_validator(op))
+            check = results.setdefault(op, _result_validator(op, protocol))
             errors = [e.message for e in check.iter_errors(message["ok"])]
             assert not errors, (op, line[:300], errors[:3])
     assert not pending, f"requests without a response: {sorted(pending)[:5]}"
@@ -432,14 +442,63 @@ def test_a_handshake_that_never_comes_times_out() -> None:
 def test_the_reference_server_refuses_another_protocol_version() -> None:
     process = subprocess.run(
         SERVE,
-        input=b'{"seq":0,"op":"hello","protocol":2,"suite":"1.0.0"}\n',
+        input=b'{"seq":0,"op":"hello","protocol":3,"suite":"1.0.0"}\n',
         capture_output=True,
         timeout=60,
         check=True,
     )
     response = json.loads(process.stdout)
     assert response["seq"] == 0
-    assert "protocol 1" in response["failure"] and "2" in response["failure"]
+    assert "protocol 1 and 2" in response["failure"] and "3" in response["failure"]
+
+
+@pytest.mark.covers("PROTO-32")
+def test_an_adapter_of_protocol_1_only_is_offered_1_after_refusing_2() -> None:
+    """The harness offers 2; an adapter that speaks only 1 refuses it (PROTO-11), is
+    started again and offered 1, and then meets exactly protocol 1: counts as JSON
+    integers, the same verdicts."""
+    traffic: list[tuple[str, bytes]] = []
+    cases = [c for c in suite.all_cases() if c.area in ("signature", "alloc")][:40]
+    with StdioDriver(
+        [*SERVE, "--protocol", "1"], trace=lambda d, line: traffic.append((d, line))
+    ) as driver:
+        assert driver.protocol == 1
+        results = run_cases(cases, driver)
+    assert [r.verdict for r in results] == [r.verdict for r in in_process_results(cases)]
+    hellos = [json.loads(line) for d, line in traffic if d == "send" and b'"hello"' in line]
+    assert [h["protocol"] for h in hellos] == [2, 1]  # 2 refused, then 1 to a new process
+    sent = [json.loads(line) for d, line in traffic if d == "send"]
+    assert any(type(m.get("tokens")) is int for m in sent) or any(
+        type(layer.get("k_len")) is int for m in sent for layer in m.get("payload", [])
+    )
+
+
+@pytest.mark.covers("PROTO-32", "PROTO-33")
+def test_protocol_2_carries_every_count_as_a_string() -> None:
+    """Offered 2, the reference server speaks 2: no JSON integer in any body, either way,
+    and a count beyond 2^53 comes back exact (plan.key-refusals.high-bits-key-apart)."""
+    traffic: list[tuple[str, bytes]] = []
+    cases = [
+        c for c in suite.all_cases() if c.id.startswith(("plan.key-refusals", "signature.width"))
+    ]
+    with StdioDriver(SERVE, trace=lambda d, line: traffic.append((d, line))) as driver:
+        assert driver.protocol == 2
+        results = run_cases(cases, driver)
+    assert all(r.verdict == "passed" for r in results), [r.report() for r in results][:2]
+
+    def integers(value: object, key: str = "") -> list[object]:
+        if type(value) is int:
+            return [key]
+        if isinstance(value, dict):
+            return [i for k, v in value.items() if k != "rope" for i in integers(v, k)]
+        if isinstance(value, list):
+            return [i for v in value for i in integers(v, key)]
+        return []
+
+    for _direction, line in traffic[2:]:  # after the hello exchange
+        message = json.loads(line)
+        message.pop("seq")
+        assert not integers(message), line[:200]
 
 
 @pytest.mark.covers("PROTO-29")
@@ -532,3 +591,35 @@ def test_plugin_refuses_both_adapter_options(tmp_path: Path) -> None:
     )
     assert done.returncode == pytest.ExitCode.USAGE_ERROR
     assert "mutually exclusive" in done.stderr
+
+
+@pytest.mark.covers("PROTO-33", "PROTO-28")
+@pytest.mark.parametrize("op", ["cache_len", "measure"])
+def test_a_protocol_2_count_written_as_a_json_number_fails_its_step(
+    op: str, tmp_path: Path
+) -> None:
+    """The mutant of protocol 2: an adapter that speaks 2 but writes a count as a JSON
+    number (a cache length, a measured signature's counts) has that step fail as a
+    malformed answer (PROTO-28), the rest of the run unharmed; the reference server
+    speaking 2 passes the same cases (test_whole_suite_over_stdio...[protocol-2])."""
+    from kvconform.harness.checks import OutcomeCheck, SignatureIs, ValueIs
+
+    def answers_a_count(case: Case) -> bool:  # its first such op answers counts
+        first = next(i for i, o in enumerate(case.program) if o.name == op)
+        return any(
+            isinstance(c, OutcomeCheck)
+            and c.op_index == first
+            and isinstance(c.expect, SignatureIs | ValueIs)
+            for c in case.checks
+        )
+
+    cases = [
+        c for c in suite.all_cases() if any(o.name == op for o in c.program) and answers_a_count(c)
+    ][:3]
+    argv = misbehaving("v2-count-as-number", "--op", op, "--once", str(tmp_path / "m"))
+    with StdioDriver(argv) as driver:
+        assert driver.protocol == 2
+        results = run_cases(cases, driver)
+    assert results[0].verdict == "failed"
+    assert "protocol 2 carries a count as a string" in results[0].report()
+    assert all(r.verdict == "passed" for r in results[1:]), [r.report() for r in results[1:]]

@@ -20,11 +20,11 @@ from tests.mutants.corpus import ModelIdFromAddress, TruncateRemints
 from tests.variants.renumbered import RenumberedReworded
 from tests.verdicts import not_passing
 
-pytestmark = pytest.mark.covers("CONF-3", "CONF-4")
+pytestmark = pytest.mark.covers("CONF-3", "CONF-12")
 
 
 def _run(adapter: object) -> list[CaseResult]:
-    return run_cases(suite.all_cases(), InProcessDriver(adapter))  # type: ignore[arg-type]
+    return run_cases(suite.all_cases(), InProcessDriver(adapter), strict_messages=True)  # type: ignore[arg-type]
 
 
 def _failed(results: list[CaseResult]) -> set[str]:

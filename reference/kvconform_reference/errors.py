@@ -2,7 +2,7 @@
 
 Every refusal the specification defines is one variant here, carrying the
 field, layer and values that identify it. A message is *derived* from those
-values (ERR-6); nothing ever parses a message (ERR-7).
+values (ERR-13); nothing ever parses a message (ERR-7).
 
 Two families:
 

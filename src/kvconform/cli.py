@@ -50,7 +50,7 @@ from kvconform.adapters import (
 )
 from kvconform.files import refuse_replacing
 from kvconform.harness import manifest, suite
-from kvconform.harness.runner import CaseResult, run_case, step_labels
+from kvconform.harness.runner import CaseResult, render_advice, run_case, step_labels
 from kvconform.harness.scenario import Case
 from kvconform.harness.yamlsource import SourceError
 from kvconform.protocol.driver import Driver, InProcessDriver
@@ -232,6 +232,21 @@ def _parser() -> argparse.ArgumentParser:
         default=10,
         metavar="N",
         help="failures printed in full at the end (default 10)",
+    )
+    run.add_argument(
+        "--protocol",
+        type=int,
+        choices=(1, 2),
+        default=None,
+        help="with --adapter-cmd: speak only this protocol version (default: offer 2, the "
+        "newest, and fall back to 1 for an adapter that refuses it, PROTO-32)",
+    )
+    run.add_argument(
+        "--strict-messages",
+        action="store_true",
+        help="count an error message that does not name its field or values (ERR-13) as a "
+        "failure, here and in the expectations gate; by default it is advice, shown apart "
+        "and not part of the verdict (CONF-12)",
     )
     run.add_argument("--quiet", action="store_true", help="no progress display")
     _add_no_cache(run)
@@ -454,7 +469,12 @@ def _driver(args: argparse.Namespace) -> Driver:
         from kvconform.protocol.client import AdapterStartError, StdioDriver
 
         try:
-            return StdioDriver(argv, timeout=args.timeout, shutdown_grace=args.shutdown_grace)
+            return StdioDriver(
+                argv,
+                timeout=args.timeout,
+                shutdown_grace=args.shutdown_grace,
+                protocol=args.protocol,
+            )
         except AdapterStartError as exc:
             raise AdapterStartFailed(str(exc)) from None
     spec = args.adapter or DEFAULT_ADAPTER
@@ -600,9 +620,19 @@ def _with_wire(result: CaseResult, wire: Sequence[tuple[str, bytes]]) -> CaseRes
     return dataclasses.replace(result, trace=tuple(lines))
 
 
-def _write_trace(path: Path, results: Sequence[CaseResult]) -> list[str]:
-    """Every traced case, in run order: its verdict, then each exchange (``--trace``)."""
-    lines = ["# kvconform trace: > what the harness sent, < what came back", ""]
+def _write_trace(
+    path: Path, results: Sequence[CaseResult], protocol: int | None = None
+) -> list[str]:
+    """Every traced case, in run order: its verdict, then each exchange (``--trace``).
+    ``protocol``: the version spoken over stdio; ``None`` in process, where each
+    request is shown in its protocol-1 wire form."""
+    spoken = (
+        "in process: each request in its protocol-1 wire form"
+        if protocol is None
+        else f"over stdio, protocol {protocol}, the lines as written"
+        + (": every count a decimal string, PROTO-33" if protocol == 2 else "")
+    )
+    lines = [f"# kvconform trace: > what the harness sent, < what came back ({spoken})", ""]
     for result in results:
         if not result.trace:
             continue
@@ -721,9 +751,21 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 results.append(generated.run(case, driver, err))
             elif wire is not None:
                 wire.clear()
-                results.append(_with_wire(run_case(case, driver, trace=True), wire))
+                results.append(
+                    _with_wire(
+                        run_case(case, driver, trace=True, strict_messages=args.strict_messages),
+                        wire,
+                    )
+                )
             else:
-                results.append(run_case(case, driver, trace=args.trace is not None))
+                results.append(
+                    run_case(
+                        case,
+                        driver,
+                        trace=args.trace is not None,
+                        strict_messages=args.strict_messages,
+                    )
+                )
             progress(results[-1])
             gave_up = getattr(driver, "given_up", None)
             if gave_up is not None and len(results) < len(cases):
@@ -755,7 +797,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if known:
         from kvconform.harness import expectations as expectations_mod
 
-        gate = expectations_mod.gate(results, known)
+        gate = expectations_mod.gate(results, known, strict_messages=args.strict_messages)
         todo = sum(k.reason.startswith("TODO") for k in known.known)
         if todo:  # --write-expectations starts every reason as a TODO to edit
             err.write(
@@ -775,6 +817,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 ("class", args.classes),
                 ("requirement", args.requirement),
                 ("id", args.ids),
+                ("strict_messages", args.strict_messages),
             )
             if v
         },
@@ -784,6 +827,9 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         report["selection"]["generated"] = {"examples": generated.examples, "seed": generated.seed}
     if not integrity.intact:
         report["suite"]["modified"] = integrity.problems()
+    spoken = getattr(driver, "protocol", None)
+    if isinstance(spoken, int):  # over stdio: the version hello settled on (PROTO-32)
+        report["adapter"]["protocol"] = spoken
     incidents = getattr(driver, "incidents", None)
     if incidents:
         report["adapter"]["incidents"] = list(incidents)
@@ -796,7 +842,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         unwritten = [] if generated is None else list(generated.unwritten)
         unwritten += _write_reports(args, report)
         if args.trace is not None:
-            unwritten += _write_trace(args.trace, results)
+            spoken = getattr(driver, "protocol", None)
+            unwritten += _write_trace(
+                args.trace, results, spoken if isinstance(spoken, int) else None
+            )
         if stopped is None and args.write_expectations:
             from kvconform.harness import expectations as expectations_mod
 
@@ -1122,6 +1171,7 @@ def _print_summary(
     out: TextIO,
 ) -> None:
     from kvconform.reports.record import (
+        advice_text,
         caveats,
         format_text,
         gate_state,
@@ -1138,9 +1188,18 @@ def _print_summary(
         out.write(
             f"\n... {len(failed) - args.max_failures_shown} more failure(s); see the reports\n"
         )
+    advised = [r for r in results if r.advice]
+    if advised:  # apart from the failures: advice, not verdict (CONF-12)
+        out.write("\nadvice (not part of the verdict; --strict-messages makes these failures):\n")
+        for r in advised[: args.max_failures_shown]:
+            out.write(render_advice(r) + "\n")
+        if len(advised) > args.max_failures_shown:
+            out.write(f"... {len(advised) - args.max_failures_shown} more; see the reports\n")
     out.write(
         f"\nkvconform {report['suite']['version']} (digest {integrity.digest[:16]}) "
-        f"against {a['name']} {a['version']} ({a['language']})\n"
+        f"against {a['name']} {a['version']} ({a['language']}"
+        + (f", protocol {a['protocol']}" if "protocol" in a else "")
+        + ")\n"
     )
     out.write(
         f"classes declared: {', '.join(a['classes']) or 'none'}; "
@@ -1255,6 +1314,8 @@ def _print_summary(
     if notes:
         verdict += f" ({'; '.join(n.split(':')[0] for n in notes)})"
         out.write("".join(f"\n{note}" for note in notes) + "\n")
+    if advice_text(s):
+        out.write(f"\n{advice_text(s)}\n")
     out.write(
         f"\n{s['passed']} passed, {s['failed']} failed{split}, {s['not_applicable']} not "
         f"applicable{_not_run(s)} of {s['total']} in {report['seconds']:.1f} s: {verdict}\n"

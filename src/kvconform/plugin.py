@@ -25,7 +25,7 @@ import pytest
 import kvconform
 from kvconform.adapters import DEFAULT_ADAPTER, AdapterSpecError, load_adapter
 from kvconform.harness import manifest, suite
-from kvconform.harness.runner import CaseResult, run_case
+from kvconform.harness.runner import CaseResult, render_advice, run_case
 from kvconform.harness.scenario import Case
 from kvconform.harness.yamlsource import SourceError
 from kvconform.protocol.client import AdapterStartError, StdioDriver
@@ -73,6 +73,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="with --kv-suite: run even if suite files differ from the shipped manifest",
+    )
+    group.addoption(
+        "--kv-strict-messages",
+        action="store_true",
+        default=False,
+        help="with --kv-suite: fail a case whose only fault is an error message that does "
+        "not name its field or values (ERR-13); by default that is advice (CONF-12)",
     )
     group.addoption(
         "--kv-suite",
@@ -334,11 +341,14 @@ class CaseItem(pytest.Item):
             self.user_properties.append(("requirement", req))
 
     def runtest(self) -> None:
-        result = run_case(self.case, driver_for(self.config))
+        strict = bool(self.config.getoption("kv_strict_messages"))
+        result = run_case(self.case, driver_for(self.config), strict_messages=strict)
         if result.verdict == "not_applicable":
             pytest.skip(f"not applicable: {result.reason}")
         if result.verdict == "failed":
             raise CaseFailed(result)
+        for line in render_advice(result).splitlines()[1:] if result.advice else ():
+            self.user_properties.append(("advice", line.strip()))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, CaseFailed):

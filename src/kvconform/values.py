@@ -145,10 +145,10 @@ VALIDITY_OUTCOMES = ("valid", "allocation_changed", "stale")
 
 @dataclass(frozen=True)
 class Fault:
-    """A semantic refusal, as an implementation reports it (ERR-8 .. ERR-6).
+    """A semantic refusal, as an implementation reports it (ERR-8 .. ERR-13).
 
     ``kind``, ``field``, ``layer`` and ``values`` are normative; ``message`` is
-    free wording that must still name the field and the values (ERR-6).
+    free wording that must still name the field and the values (ERR-13).
     """
 
     kind: str
@@ -191,7 +191,9 @@ OPTIONS: Mapping[str, OptionSpec] = {
         OptionSpec("append_past_capacity", ("refuse", "grow"), "refuse", "ALLOC-16"),
         OptionSpec("replace_layer_order", _orders(), ",".join(SHAPE_FIELDS), "ALLOC-17"),
         OptionSpec("clear_mints", ("eager", "lazy"), "eager", "ALLOC-18"),
-        OptionSpec("hook_toggle", ("keeps_instance", "remints_instance"), "keeps_instance", "ID-10"),
+        OptionSpec(
+            "hook_toggle", ("keeps_instance", "remints_instance"), "keeps_instance", "ID-10"
+        ),
         OptionSpec("plan_key_cache_heads", ("keyed", "implied"), "keyed", "PLAN-15"),
         OptionSpec("plan_key_params", ("named", "fixed"), "named", "PLAN-17"),
         OptionSpec("profile_v2_revision", ("split_width", "layout_only"), "split_width", "PROF-11"),
@@ -465,8 +467,8 @@ class AdapterInfo:
             found.append(
                 f"format.reads: must contain the version written, {self.format_writes} (PROF-12)"
             )
-        if self.uint_bits not in (32, 64):
-            found.append(f"capabilities.uint_bits: {self.uint_bits!r} is not 32 or 64")
+        if self.uint_bits not in (32, 53, 64):
+            found.append(f"capabilities.uint_bits: {self.uint_bits!r} is not 32, 53 or 64")
         if self.dtypes is not None and "f32" not in self.dtypes:
             found.append("capabilities.dtypes: must hold f32, the element type of profile v1")
         fixed = self.option("plan_key_params") == "fixed"

@@ -238,12 +238,12 @@ class ErrReadableAsANumber(FaultAdapter):
         return fault
 
 
-# --- ERR-6: messages ----------------------------------------------------------
+# --- ERR-13: messages ----------------------------------------------------------
 
 
 @mutant(
     "err-message-omits-the-values",
-    breaks=("ERR-6",),
+    breaks=("ERR-13",),
     half="contract",
     plausible="'block is incompatible: head_dim differs' names the field and stops; an "
     "operator cannot tell which setting changed to what",
@@ -257,7 +257,7 @@ class ErrMessageOmitsTheValues(FaultAdapter):
 
 @mutant(
     "err-message-omits-the-field",
-    breaks=("ERR-6",),
+    breaks=("ERR-13",),
     half="contract",
     plausible="a friendly paraphrase ('layer 1 holds 4 positions but claims 7') gives the "
     "values and never names the field",
@@ -278,9 +278,9 @@ class ErrMessageOmitsTheField(FaultAdapter):
 
 @mutant(
     "err-message-is-a-fixed-string",
-    breaks=("ERR-6",),
+    breaks=("ERR-13",),
     half="contract",
-    plausible="'cache miss' is what a lookup says when it fails; ERR-6 names exactly "
+    plausible="'cache miss' is what a lookup says when it fails; ERR-13 names exactly "
     "this message as telling an operator nothing",
 )
 class ErrMessageIsAFixedString(FaultAdapter):

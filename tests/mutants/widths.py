@@ -267,3 +267,41 @@ class _BlockSizeIn32Bits(LayoutMeasurer):
 )
 class V2BlockSizeIn32Bits(LayoutAdapter):
     measurer = _BlockSizeIn32Bits()
+
+
+# -- counts held as binary64 numbers (CONF-13, VERIFY-12, PROTO-33) -----------------
+
+
+def _float_counts() -> type[ReferenceAdapter]:
+    from tests.variants.float_counts import _Float53
+
+    return _Float53
+
+
+@mutant(
+    "rounds-counts-past-53-bits",
+    breaks=("VERIFY-12", "VERIFY-4", "ERR-9"),
+    half="under",
+    plausible="a JavaScript engine that declares its 53-bit counts but reads a stamp's "
+    "counts into Numbers like everything else: 2^53 + 1 tokens are read as 2^53, and the "
+    "refusal names a count the stamp never held",
+)
+class RoundsCountsPast53Bits(_float_counts()):  # type: ignore[misc]
+    exact_stamps = False  # MUTATION: the stamp is rounded, not read exactly
+    label = "rounds-counts-past-53-bits"
+
+
+@mutant(
+    "json-parse-rounds-counts",
+    breaks=("PLAN-16", "SIG-15", "VERIFY-4", "PROTO-17"),
+    half="under",
+    plausible="a JavaScript engine on protocol 1 reading requests with the built-in "
+    "JSON.parse and declaring nothing: every count above 2^53 is rounded on the way in "
+    "(capacities 2^53 and 2^53 + 1 key alike, a width of 2^64 - 1 reads as 2^64)",
+)
+class JsonParseRoundsCounts(_float_counts()):  # type: ignore[misc]
+    exact_stamps = False
+    label = "json-parse-rounds-counts"
+
+    def describe(self) -> AdapterInfo:
+        return replace(super().describe(), uint_bits=64)  # MUTATION: 53 bits, undeclared

@@ -1,4 +1,4 @@
-"""The seeds' own types and composition, written afresh (CONF-4, CONF-6, CONF-7).
+"""The seeds' own types and composition, written afresh (CONF-12, CONF-6, CONF-7).
 
 Nothing here comes from the reference implementation. It is the two seed
 modules transcribed into Python as literally as the adapter interface allows:

@@ -5,6 +5,10 @@
   and the layer's claim is named ``seq_len``.
 - ``ferrox-v2-rolling-split``: writes 2, reads {1, 2}, revision ``split_width``: the
   later line, during an upgrade (PROF-12).
+- ``ferrox-v2-upstream-wording``: the first line as upstream words its layout refusals:
+  each message names its field ("KV block size must be positive") but not the value.
+  Kind, field and values are right, so it passes by default; its messages fall short of
+  ERR-13, which is advice (CONF-12), so it fails under ``--strict-messages``.
 
 Independent of the reference's signature code: the layout is a type that can only be
 built valid (a stamp whose layout is not one is refused while it is decoded, as the
@@ -75,8 +79,32 @@ _ORDER: tuple[tuple[str, Callable[[Signature], object]], ...] = (
 )
 
 
+class _UpstreamWordedLayout(_ValidLayout):
+    """The same layout, refused in upstream's words: the field, never the value."""
+
+    @classmethod
+    def new(cls, block_size: int, window: int | None) -> _ValidLayout:
+        try:
+            return super().new(block_size, window)
+        except _Refused as refused:
+            words = {
+                "block_size": "KV block size must be positive",
+                "sliding_window": "sliding window must be a positive multiple of the block size",
+            }
+            raise _Refused(
+                Fault(
+                    refused.fault.kind,
+                    refused.fault.field,
+                    refused.fault.layer,
+                    refused.fault.values,
+                    words[str(refused.fault.field)],
+                )
+            ) from None
+
+
 class _UpstreamV2(ReferenceAdapter):
     revision = "split_width"
+    layout_type: type[_ValidLayout] = _ValidLayout
     readable_versions: frozenset[int] = frozenset({2})
     label = ""
 
@@ -170,7 +198,7 @@ class _UpstreamV2(ReferenceAdapter):
         if layout is None:
             raise ValueError("a version-2 writer stamps under a layout")
         try:
-            valid = _ValidLayout.new(layout.block_size, layout.sliding_window)
+            valid = self.layout_type.new(layout.block_size, layout.sliding_window)
             return self._measure(model_name, payload, 2, valid)
         except _Refused as refused:
             return refused.fault
@@ -193,7 +221,7 @@ class _UpstreamV2(ReferenceAdapter):
             if recorded.format_version == 2:  # decoding the stamp builds its layout
                 if recorded.layout is None:
                     raise ValueError("a version-2 stamp without its layout")
-                layout = _ValidLayout.new(
+                layout = self.layout_type.new(
                     recorded.layout.block_size, recorded.layout.sliding_window
                 )
             actual = self._measure(recorded.model, payload, recorded.format_version, layout)
@@ -230,3 +258,14 @@ class FerroxV2LayoutOnly(_UpstreamV2):
 class FerroxV2RollingSplit(_UpstreamV2):
     readable_versions = frozenset({1, 2})
     label = "variant-ferrox-v2-rolling"
+
+
+@variant(
+    "ferrox-v2-upstream-wording",
+    "profile v2 of the first upstream line with upstream's layout messages, which name the "
+    "field but not the value: ERR-13 advice, a pass by default (CONF-12)",
+)
+class FerroxV2UpstreamWording(_UpstreamV2):
+    revision = "layout_only"
+    label = "variant-ferrox-v2-upstream-wording"
+    layout_type = _UpstreamWordedLayout

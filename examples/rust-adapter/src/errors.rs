@@ -2,7 +2,7 @@
 //!
 //! The typed error is the answer; its message is rendered from it (ERR-7) and
 //! is worded independently of the reference's. Every message names its field
-//! and contains every scalar value (ERR-6).
+//! and contains every scalar value (ERR-13).
 //!
 //! Profile v2 adds `bad_layout`, `split_kv_head_width` and
 //! `block_size_mismatch`, and class `plan_validity` the refusals of a guarded
@@ -369,7 +369,7 @@ impl KvError {
         }
     }
 
-    /// A message for people, derived from the typed parts only (ERR-6, ERR-7).
+    /// A message for people, derived from the typed parts only (ERR-13, ERR-7).
     pub fn message(&self) -> String {
         match self {
             KvError::Unmarked => {
@@ -553,7 +553,7 @@ impl std::fmt::Display for KvError {
 mod tests {
     use super::*;
 
-    /// The check the suite applies (ERR-6): field named in some spelling, every
+    /// The check the suite applies (ERR-13): field named in some spelling, every
     /// scalar value (and every number of a list) present as written.
     fn omissions(e: &KvError) -> Vec<String> {
         let msg = e.message();

@@ -4,7 +4,7 @@ Hand-written scenarios check what their authors thought of. The checks here writ
 random programs instead (seeded, reproducible), run each one on the implementation under
 test and on the reference -- each through a :class:`~..driver.Driver`, the whole
 program at once so it pipelines over stdio -- and compare every observable
-answer under the judging rules of CONF-4:
+answer under the judging rules of CONF-12:
 
 - validity booleans, lengths, signatures and hash values exactly;
 - errors by kind, field, layer and values (the message is not judged here);

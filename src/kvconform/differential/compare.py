@@ -1,6 +1,6 @@
 """Judging an implementation's outcomes against the reference's, operation by operation.
 
-Everything here follows the judging rules of CONF-4: values that are normative
+Everything here follows the judging rules of CONF-12: values that are normative
 (validity, lengths, signatures, hash values, errors by kind, field, layer and
 values) are compared exactly; ids and plan keys only by relation. Nothing here
 needs Hypothesis.
@@ -110,7 +110,7 @@ def renumber(program: Sequence[ops.Op]) -> Program:
     """The same program with handles renamed m1, m2, ... c1, ... s1, ... in order of binding
     (the first letter of the kind of object, from the operation table).
 
-    Handle names are never judged (CONF-4), so the outcomes stay the same; the
+    Handle names are never judged (CONF-12), so the outcomes stay the same; the
     shrunk program just reads better without the gaps deleted steps leave.
     """
     counts: dict[str, int] = {}

@@ -102,7 +102,11 @@ def judge(
     driver: InProcessDriver = _HashMemoDriver(adapter)
     failed: tuple[str, ...] = ()
     if suite_cases is not None:
-        failed = tuple(r.case.id for r in run_cases(suite_cases, driver) if r.verdict == "failed")
+        failed = tuple(  # strict: a message-only fault (ERR-13) kills too (CONF-12)
+            r.case.id
+            for r in run_cases(suite_cases, driver, strict_messages=True)
+            if r.verdict == "failed"
+        )
     # A fresh instance: the generated checks run alone, not after the suite moved its state on.
     driver = InProcessDriver(subject.factory())
     reference = reference_driver()

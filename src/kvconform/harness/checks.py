@@ -1,7 +1,7 @@
 """Expectations, and how an implementation's outcomes are judged against them.
 
-Ids are judged only by equality and order (ID-8, CONF-4); errors by kind,
-field, layer and values, plus the ERR-6 check that the free-form message names
+Ids are judged only by equality and order (ID-8, CONF-12); errors by kind,
+field, layer and values, plus the ERR-13 check (advice, CONF-12) that the free-form message names
 the field and the values. Handle names and message wording are never judged.
 """
 
@@ -38,7 +38,7 @@ class Failure:
     where: Where
     expected: str
     actual: str
-    #: Requirements this particular check adds to the case's own (e.g. ERR-6).
+    #: Requirements this particular check adds to the case's own (e.g. ERR-13).
     requires: tuple[str, ...] = ()
     detail: str = ""
     #: The adapter broke on this step (a crash, a timeout, a malformed reply): no answer
@@ -123,7 +123,7 @@ class ErrorIs:
             return (
                 "a message naming the field and every value",
                 f"message {render(fault.message)} does not mention {', '.join(missing)}",
-                ("ERR-6",),
+                ("ERR-13",),
             )
         return None
 
@@ -207,7 +207,7 @@ def canonical_values(values: Mapping[str, ErrorValue]) -> dict[str, ErrorValue]:
 
 
 def message_omissions(fault: Fault) -> list[str]:
-    """What an error message fails to mention, per ERR-6 (empty when it is fine).
+    """What an error message fails to mention, per ERR-13 (empty when it is fine).
 
     The field may be spelled any way (``head_dim``, ``head dim``, ``HeadDim``):
     letters and digits are compared without case, punctuation and spaces.

@@ -23,8 +23,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from kvconform.harness.checks import ErrorIs, OutcomeCheck, ShapeMismatchIs
+from kvconform.harness.checks import ErrorIs, OutcomeCheck, ShapeMismatchIs, SignatureIs, ValueIs
 from kvconform.harness.scenario import Case
+from kvconform.protocol import codec
 from kvconform.protocol import operations as ops
 from kvconform.values import AdapterInfo, MixOp, ModelSpec, Param
 
@@ -73,6 +74,74 @@ def capability_missing(case: Case, info: AdapterInfo) -> str | None:
                 f"{too_wide} does not fit the {info.uint_bits}-bit counts {info.name} holds "
                 "(capabilities.uint_bits, CONF-7)"
             )
+    return _beyond_53_bits(case, info)
+
+
+#: The widest count an implementation that declares ``uint_bits: 53`` holds (CONF-13).
+_LIMIT_53 = (1 << 53) - 1
+
+
+def _beyond_53_bits(case: Case, info: AdapterInfo) -> str | None:
+    """With ``uint_bits: 53`` (counts held as binary64 numbers, CONF-13): a count the
+    case sends or expects beyond 2^53 - 1, anywhere, not only in a block.
+
+    The counts are the JSON integers of an operation's protocol-1 request (what
+    protocol 2 sends as strings; u64 values, already strings, are not counts) and of
+    the answer the case expects. A stamp a reader verifies is left out: a count of it
+    beyond the width is refused as ``unrepresentable`` instead (VERIFY-12), and so are
+    the expectations of a ``verify``, which follow from its payload and stamps.
+    """
+    if info.uint_bits != 53:
+        return None
+    for op in case.program:
+        wire = codec.to_wire(op)
+        wire.pop("recorded", None)
+        found = _wide_count(wire, op.name)
+        if found:
+            return _beyond(found, info)
+    for check in case.checks:
+        if not isinstance(check, OutcomeCheck):
+            continue
+        op = case.program[check.op_index]
+        if isinstance(op, ops.Verify):
+            continue
+        expect = check.expect
+        shown: object = None
+        if isinstance(expect, ValueIs) and type(op).result == "count":
+            shown = expect.value
+        elif isinstance(expect, SignatureIs):
+            shown = codec.signature_to_wire(expect.signature)
+        elif isinstance(expect, ErrorIs):
+            shown = {"layer": expect.layer, **dict(expect.values)}
+        elif isinstance(expect, ShapeMismatchIs):
+            shown = [list(d[1:]) for d in expect.differing]
+        found = _wide_count(shown, f"the {op.name} answer expected")
+        if found:
+            return _beyond(found, info)
+    return None
+
+
+def _beyond(found: str, info: AdapterInfo) -> str:
+    return (
+        f"{found} is beyond 2^53 - 1, the widest count {info.name} holds "
+        "(capabilities.uint_bits: 53, CONF-13)"
+    )
+
+
+def _wide_count(value: object, where: str) -> str | None:
+    """Where in ``value`` (a wire form) an integer is above 2^53 - 1, or ``None``."""
+    if type(value) is int:
+        return f"{where} {value}" if value > _LIMIT_53 else None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            found = None if key == "rope" else _wide_count(item, f"{where}.{key}")
+            if found:
+                return found
+    elif isinstance(value, list | tuple):
+        for item in value:
+            found = _wide_count(item, where)
+            if found:
+                return found
     return None
 
 

@@ -10,7 +10,9 @@
 
 With an expectations file a run fails on any failure it does not list (or lists with
 another cause), and also on any listed case that now passes, so the list cannot go
-stale unnoticed.
+stale unnoticed. A message-only finding (ERR-13) is advice, never an unexpected failure,
+unless the run is ``--strict-messages`` (CONF-12); an entry ``cause: message`` lists one,
+and gates (stale once the message is fixed) only under that flag.
 """
 
 from __future__ import annotations
@@ -88,23 +90,38 @@ class Gate:
         return not (self.unexpected_failures or self.stale)
 
 
-def gate(results: Sequence[CaseResult], expectations: Expectations | None) -> Gate:
+def gate(
+    results: Sequence[CaseResult],
+    expectations: Expectations | None,
+    *,
+    strict_messages: bool = False,
+) -> Gate:
     """What ``expectations`` make of ``results`` (docs/validate-your-implementation.md,
-    "5. Gate CI"): a listed failure is expected only when it fails as the entry says."""
+    "5. Gate CI"): a listed failure is expected only when it fails as the entry says.
+
+    A message-only finding (ERR-13) is advice unless the run is ``strict_messages``
+    (``--strict-messages``, CONF-12), and so is an entry that lists one (``cause:
+    message``): without the flag such an entry is expected while the finding is there
+    and unchecked once it is gone, never stale; with the flag it gates like any entry.
+    """
     entries = {k.id: k for k in expectations.known} if expectations else {}
     by_id = {r.case.id: r for r in results}
     failed = {i: cause_of(r.failures) for i, r in by_id.items() if r.verdict == "failed"}
     passed = {i for i, r in by_id.items() if r.verdict == "passed"}
     expected = {i for i, cause in failed.items() if i in entries and entries[i].matches(cause)}
+    advice_only: set[str] = set()  # listed for a message's wording, in a run that advises
+    if not strict_messages:
+        advice_only = {i for i in passed & entries.keys() if entries[i].cause == "message"}
+        expected |= {i for i in advice_only if by_id[i].advice}
     changed = tuple(
         (i, entries[i].cause or "answer or message", failed[i])
         for i in sorted(failed.keys() & entries.keys() - expected)
     )
     return Gate(
         unexpected_failures=tuple(sorted(failed.keys() - expected)),
-        stale=tuple(sorted(entries.keys() & passed)),
+        stale=tuple(sorted(entries.keys() & passed - advice_only)),
         expected_failures=tuple(sorted(expected)),
-        unchecked=tuple(sorted(entries.keys() - failed.keys() - passed)),
+        unchecked=tuple(sorted(entries.keys() - failed.keys() - (passed - advice_only) - expected)),
         changed=changed,
     )
 
@@ -124,7 +141,9 @@ def as_report(gate: Gate, expectations: Expectations) -> dict[str, Any]:
 
 def render(results: Sequence[CaseResult]) -> tuple[str, int]:
     """The text of a starting expectations file listing the current failures, and
-    their count (``kvconform run --write-expectations`` writes it whole or not at all)."""
+    their count (``kvconform run --write-expectations`` writes it whole or not at all).
+    Advice is not a failure and is not listed; under ``--strict-messages`` a
+    message-only finding is a failure, listed with ``cause: message`` (CONF-12)."""
     failures = [r for r in results if r.verdict == "failed"]
     data = {
         "kvconform": "expectations/1",

@@ -11,7 +11,7 @@ and whose expectations are the reference's answers:
 - an id read binds a name, and relations close the scenario: ``same`` for ids
   the reference gave equal, ``increasing`` over the distinct ones in the
   reference's order (so the reference's order type is asserted and nothing
-  else, CONF-4); plan keys get ``same`` and ``differ``;
+  else, CONF-12); plan keys get ``same`` and ``differ``;
 - a measured, stamped or verified signature is a ``signature`` definition the
   step expects; payloads are ``payload`` definitions;
 - hash programs expect the reference's values.

@@ -36,6 +36,10 @@ class CaseResult:
     seconds: float = 0.0
     #: Every operation as sent and what came back, when the run was traced (``--trace``).
     trace: tuple[str, ...] = ()
+    #: Findings that are advice, not verdict: an error whose kind, field, layer and
+    #: values were right but whose message does not name its field or values (ERR-13,
+    #: CONF-12). Empty under ``strict_messages``, where they are failures instead.
+    advice: tuple[Failure, ...] = ()
 
     def report(self) -> str:
         """What a person needs to see when the case failed (with its trace, if traced)."""
@@ -150,7 +154,21 @@ def _answer(op: Op, outcome: Outcome) -> str:
     return "(no answer) " + json.dumps(outcome.reason)
 
 
-def run_case(case: Case, driver: Driver, *, trace: bool = False) -> CaseResult:
+def is_message_finding(failure: Failure) -> bool:
+    """Whether ``failure`` is only an error message's wording (ERR-13): advice by default."""
+    return not failure.broken and failure.requires == MESSAGE_RULE
+
+
+#: What a message-only finding cites (ERR-13, which replaces ERR-6).
+MESSAGE_RULE = ("ERR-13",)
+
+
+def run_case(
+    case: Case, driver: Driver, *, trace: bool = False, strict_messages: bool = False
+) -> CaseResult:
+    """Run ``case`` and judge it. A message-only finding (ERR-13) is advice, kept apart
+    from the failures, unless ``strict_messages`` (``--strict-messages``) makes it one
+    (CONF-12)."""
     case, reason = in_declared_shape(case, driver.info)
     if reason:
         return CaseResult(case, "not_applicable", reason=reason)
@@ -182,8 +200,12 @@ def run_case(case: Case, driver: Driver, *, trace: bool = False) -> CaseResult:
     if next(broken, None) is not None and not failures:
         failures.append(Failure(case.checks[0].where, "no adapter failure", "adapter failure"))
     failures += _ids_given_again(case, outcomes, driver)
+    advice: tuple[Failure, ...] = ()
+    if not strict_messages:
+        advice = tuple(f for f in failures if is_message_finding(f))
+        failures = [f for f in failures if not is_message_finding(f)]
     verdict: Verdict = "failed" if failures else "passed"
-    return CaseResult(case, verdict, tuple(failures), seconds=seconds, trace=traced)
+    return CaseResult(case, verdict, tuple(failures), seconds=seconds, trace=traced, advice=advice)
 
 
 @dataclass
@@ -252,15 +274,18 @@ def _ids_given_again(case: Case, outcomes: Sequence[Outcome], driver: Driver) ->
     return failures
 
 
-def run_cases(cases: Iterable[Case], driver: Driver, *, trace: bool = False) -> list[CaseResult]:
-    return [run_case(case, driver, trace=trace) for case in cases]
+def run_cases(
+    cases: Iterable[Case], driver: Driver, *, trace: bool = False, strict_messages: bool = False
+) -> list[CaseResult]:
+    return [run_case(case, driver, trace=trace, strict_messages=strict_messages) for case in cases]
 
 
 #: Why a failed case failed, in the order a person should read them (CONF-8 sorts the
 #: wrong answers by basis, the seeds' semantics apart from policy; the other two are neither).
 CAUSES = ("answer", "message", "adapter")
 _CAUSE_TEXT = {
-    "message": "only the error's message wording (ERR-6); its kind, field and values were right",
+    "message": "only the error's message wording (ERR-13, a failure under --strict-messages); "
+    "its kind, field and values were right",
     "adapter": "the adapter broke instead of answering: no answer was judged",
 }
 
@@ -268,9 +293,9 @@ _CAUSE_TEXT = {
 def cause_of(failures: Sequence[Failure]) -> str:
     """``answer`` if any judged check found a wrong answer (even one the adapter broke
     after), else ``adapter`` if the adapter broke on a step, else ``message``: every
-    failed check is an error's message (ERR-6)."""
+    failed check is an error's message (ERR-13, a failure only under ``strict_messages``)."""
     judged = [f for f in failures if not f.broken]
-    if any(f.requires != ("ERR-6",) for f in judged) or not failures:
+    if any(f.requires != MESSAGE_RULE for f in judged) or not failures:
         return "answer"
     return "adapter" if len(judged) < len(failures) else "message"
 
@@ -323,3 +348,11 @@ def _basis(case: Case) -> str:
         f"decision {', '.join(case.basis)} of the specification (spec/README.md, Decisions; "
         "a failure here is about policy)"
     )
+
+
+def render_advice(result: CaseResult) -> str:
+    """A case's advice (ERR-13), one finding a line: shown apart from failures (CONF-12)."""
+    lines = [f"{result.case.kind} {result.case.id}: advice (ERR-13, not part of the verdict)"]
+    for finding in result.advice:
+        lines.append(f"  at {finding.where}: {_hanging(finding.actual)}")
+    return "\n".join(lines)

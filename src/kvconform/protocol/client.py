@@ -42,7 +42,7 @@ from typing import Any, Literal
 
 import kvconform
 from kvconform import limits
-from kvconform.protocol import channel, codec
+from kvconform.protocol import channel, codec, v2
 from kvconform.protocol import operations as ops
 from kvconform.rendering import one_line
 from kvconform.values import (
@@ -66,6 +66,10 @@ Trace = Callable[[Literal["send", "recv"], bytes], None]
 
 class AdapterStartError(RuntimeError):
     """The adapter process could not be started or did not complete the handshake."""
+
+    #: Set when the adapter answered ``hello`` with a refusal (``failure``, ``unsupported``
+    #: or ``error``): perhaps a version it does not speak (PROTO-11, PROTO-32).
+    refused_hello: bool = False
 
 
 # The adapter process -------------------------------------------------------------
@@ -245,6 +249,7 @@ class StdioDriver:
         transport: Transport = "auto",
         trace: Trace | None = None,
         shutdown_grace: float = limits.SHUTDOWN_GRACE,
+        protocol: int | None = None,
     ) -> None:
         self.argv = shlex.split(argv) if isinstance(argv, str) else list(argv)
         if not self.argv:
@@ -279,6 +284,15 @@ class StdioDriver:
         self._tails: dict[int, tuple[ops.Op, bytes]] = {}
         self._named_tails: dict[ops.Op, bytes] = {}
         self._info: AdapterInfo | None = None
+        if protocol is not None and protocol not in v2.VERSIONS:
+            raise ValueError(f"protocol must be one of {v2.VERSIONS}, got {protocol}")
+        #: The versions ``hello`` offers, newest first, until one is settled (PROTO-32):
+        #: then that one only, for every restart.
+        self._offers: tuple[int, ...] = (
+            (protocol,) if protocol is not None else tuple(reversed(v2.VERSIONS))
+        )
+        #: The protocol version spoken, settled by the first handshake.
+        self.protocol: int = self._offers[0]
         self._proc: _AdapterProcess | None = self._start()
         assert self._info is not None
         self.info: AdapterInfo = self._info
@@ -286,11 +300,32 @@ class StdioDriver:
     # Starting ------------------------------------------------------------------
 
     def _start(self) -> _AdapterProcess:
-        """Start the process and complete the handshake, or raise AdapterStartError."""
+        """Start the process and complete the handshake, or raise AdapterStartError.
+
+        ``hello`` offers the newest version first; an adapter that refuses it (PROTO-11)
+        is started again and offered the next, so an adapter of protocol 1 meets exactly
+        the conversation it always had (PROTO-32). Once settled, only that version is
+        offered, on every restart.
+        """
+        for index, version in enumerate(self._offers):
+            try:
+                proc, spoken = self._start_offering(version)
+            except AdapterStartError as exc:
+                if exc.refused_hello and index + 1 < len(self._offers):
+                    continue
+                raise
+            self.protocol = spoken
+            self._offers = (spoken,)
+            return proc
+        raise AssertionError("no protocol version offered")  # pragma: no cover
+
+    def _start_offering(self, version: int) -> tuple[_AdapterProcess, int]:
+        """Start the process and greet it offering ``version``: the process and the
+        version its answer settles on."""
         proc = _AdapterProcess(self.argv, self.transport, self.max_line_bytes, self.env)
         command = shlex.join(self.argv)
         try:
-            self._send(proc, [codec.hello_request()])
+            self._send(proc, [codec.hello_request(protocol=version)])
             try:
                 response = self._receive(proc, 0, "hello", self.start_timeout)
             except channel.StreamFault as fault:
@@ -306,13 +341,15 @@ class StdioDriver:
                 )
             if set(response) != {"seq", "ok"}:
                 form = next((k for k in response if k != "seq"), "nothing")
-                raise AdapterStartError(
+                refused = AdapterStartError(
                     f"the adapter {command} refused the handshake "
-                    f"(protocol {codec.PROTOCOL_VERSION}, suite {kvconform.SUITE_VERSION}): "
+                    f"(protocol {version}, suite {kvconform.SUITE_VERSION}): "
                     f"{form}: {one_line(codec.clip(str(response.get(form, '')), 500))}"
                 )
+                refused.refused_hello = form in ("failure", "unsupported", "error")
+                raise refused
             try:
-                info = codec.info_from_wire(response["ok"])
+                info = codec.info_from_wire(response["ok"], offered=version)
             except codec.WireError as exc:
                 raise AdapterStartError(
                     f"the adapter {command} answered hello with a malformed description: {exc}"
@@ -327,7 +364,8 @@ class StdioDriver:
                 + codec.clip(f"{info} instead of {self._info}", codec.SHOWN_LIMIT)
             )
         self._info = info
-        return proc
+        spoken = response["ok"]["protocol"]  # checked by info_from_wire: 1 to ``version``
+        return proc, spoken
 
     # Running -------------------------------------------------------------------
 
@@ -410,14 +448,14 @@ class StdioDriver:
                 proc.channel.send(line)
                 answer = proc.channel.read_line(self.timeout)
                 self.trace("recv", answer)
-            outcome = codec.quick_outcome(op, answer, seq)
+            outcome = self._quick(op, answer, seq)
             if outcome is None:
                 response = self._response(answer, seq)  # all the checks, and their faults
         except channel.StreamFault as fault:
             self._proc = None
             return Broken(self._explain(proc, fault, seq, op.name, self.timeout), fault.raw)
         self._timeouts_in_a_row = 0
-        return outcome if outcome is not None else codec.outcome_of(op, response)
+        return outcome if outcome is not None else self._outcome(op, response)
 
     def _tail(self, op: ops.Op) -> bytes:
         """The bytes of ``op``'s request after its ``seq``: encoded once while it is sent."""
@@ -430,18 +468,40 @@ class StdioDriver:
             remembered = named.get(op)
             if remembered is not None:
                 return remembered
-            tail = codec.request_tail(op)
+            tail = self._encode(op)
             if len(tail) <= _TAIL_CACHE_BYTES:
                 if len(named) >= _TAIL_CACHE_ENTRIES:
                     named.clear()
                 named[op] = tail
             return tail
-        tail = codec.request_tail(op)
+        tail = self._encode(op)
         if len(tail) <= _TAIL_CACHE_BYTES:
             if len(tails) >= _TAIL_CACHE_ENTRIES:
                 tails.clear()
             tails[id(op)] = (op, tail)
         return tail
+
+    def _encode(self, op: ops.Op) -> bytes:
+        """The bytes of ``op``'s request after its ``seq``, in the protocol spoken."""
+        if self.protocol == 2:
+            return codec.request_tail(v2.counts_to_strings(codec.to_wire(op)))
+        return codec.request_tail(op)
+
+    def _outcome(self, op: ops.Op, response: dict[str, Any]) -> Outcome:
+        """The outcome of a well-sequenced ``response`` to ``op``, in the protocol spoken."""
+        if self.protocol == 2:
+            try:
+                response = v2.response_from_v2(op, response)
+            except codec.WireError as exc:
+                return Broken(f"malformed response to {op.name}: {exc}")
+        return codec.outcome_of(op, response)
+
+    def _quick(self, op: ops.Op, line: bytes, seq: int) -> Outcome | None:
+        """:func:`.codec.quick_outcome` where protocol 2 reads the same: a count is a
+        string there, so a count's answer is always decoded in full."""
+        if self.protocol == 2 and type(op).result == "count":
+            return None
+        return codec.quick_outcome(op, line, seq)
 
     def _single(
         self,
@@ -453,7 +513,8 @@ class StdioDriver:
         if isinstance(proc, Broken):
             return proc
         seq = proc.next_seq
-        self._send(proc, [codec.to_wire(message) if isinstance(message, ops.Op) else message])
+        wire = codec.to_wire(message) if isinstance(message, ops.Op) else message
+        self._send(proc, [v2.counts_to_strings(wire) if self.protocol == 2 else wire])
         try:
             response = self._receive(proc, seq, name, self.timeout)
         except channel.StreamFault as fault:
@@ -509,7 +570,7 @@ class StdioDriver:
         outcomes: list[Outcome] = []
         read_line, quick, trace, timeout = (
             proc.channel.read_line,
-            codec.quick_outcome,
+            self._quick,
             self.trace,
             self.timeout,
         )
@@ -521,7 +582,7 @@ class StdioDriver:
                     trace("recv", line)
                 outcome = quick(op, line, seq)
                 if outcome is None:
-                    outcome = codec.outcome_of(op, self._response(line, seq))
+                    outcome = self._outcome(op, self._response(line, seq))
                 outcomes.append(outcome)
                 seq += 1
         except channel.StreamFault as fault:

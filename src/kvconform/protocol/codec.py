@@ -46,7 +46,8 @@ from kvconform.values import (
     StepInputs,
 )
 
-#: The protocol version this harness speaks (``hello.protocol``).
+#: Protocol 1, whose wire form this codec reads and writes; protocol 2 is this form
+#: with every count as a decimal string (:mod:`.v2`, which lists the versions spoken).
 PROTOCOL_VERSION = 1
 #: The four response forms; exactly one appears next to ``seq``.
 RESPONSE_FORMS = ("ok", "error", "unsupported", "failure")
@@ -748,26 +749,28 @@ def _dumped(body: object) -> str:
 # Handshake codec ---------------------------------------------------------------
 
 
-def hello_request(suite: str = kvconform.SUITE_VERSION) -> dict[str, Any]:
-    return {"op": "hello", "protocol": PROTOCOL_VERSION, "suite": suite}
+def hello_request(
+    suite: str = kvconform.SUITE_VERSION, protocol: int = PROTOCOL_VERSION
+) -> dict[str, Any]:
+    return {"op": "hello", "protocol": protocol, "suite": suite}
 
 
-def info_to_wire(info: AdapterInfo) -> dict[str, Any]:
-    """The ``ok`` value of a ``hello`` response."""
+def info_to_wire(info: AdapterInfo, protocol: int = PROTOCOL_VERSION) -> dict[str, Any]:
+    """The ``ok`` value of a ``hello`` response, speaking ``protocol``."""
     return {
         "name": info.name,
         "version": info.version,
         "language": info.language,
-        "protocol": PROTOCOL_VERSION,
+        "protocol": protocol,
         "classes": sorted(info.classes),
         "format": {"writes": info.format_writes, "reads": sorted(info.format_reads)},
-        # Declarations are optional on the wire (PROTO-30): what is left out is the default.
+        # Declarations are optional on the wire (PROTO-35): what is left out is the default.
         **({"options": dict(info.options)} if info.options else {}),
         **({"capabilities": caps} if (caps := info.declared_capabilities()) else {}),
     }
 
 
-#: The members of a ``hello`` answer (spec/protocol.md, PROTO-10, PROTO-30).
+#: The members of a ``hello`` answer (spec/protocol.md, PROTO-10, PROTO-35).
 _INFO_MEMBERS = frozenset(
     ("name", "version", "language", "protocol", "classes", "format", "options", "capabilities")
 )
@@ -811,15 +814,17 @@ def _too_many(raw: Mapping[str, Any]) -> str | None:
     return None
 
 
-def info_from_wire(raw: object) -> AdapterInfo:
-    """An adapter's self-description from its ``hello`` answer; :class:`~.WireError` if bad."""
+def info_from_wire(raw: object, offered: int = PROTOCOL_VERSION) -> AdapterInfo:
+    """An adapter's self-description from its ``hello`` answer to a ``hello`` that offered
+    protocol ``offered``; :class:`~.WireError` if bad. The answer may name ``offered`` or
+    an older version the harness speaks (PROTO-32): the caller reads which."""
     if not isinstance(raw, Mapping):
         raise WireError(f"hello result: expected an object, got {clip(repr(raw))}")
     unknown_members = sorted(set(raw) - _INFO_MEMBERS)
     if unknown_members:
         raise WireError(
             f"hello result: unknown member {clip(', '.join(map(repr, unknown_members)))} "
-            f"(the members are {', '.join(sorted(_INFO_MEMBERS))}; PROTO-30)"
+            f"(the members are {', '.join(sorted(_INFO_MEMBERS))}; PROTO-35)"
         )
     too_many = _too_many(raw)
     if too_many:  # before anything looks at the entries (limits.py)
@@ -828,10 +833,11 @@ def info_from_wire(raw: object) -> AdapterInfo:
         if not isinstance(raw.get(name), str) or not raw[name]:
             raise WireError(f"hello result.{name}: expected a non-empty string")
     protocol = raw.get("protocol")
-    if type(protocol) is not int or protocol != PROTOCOL_VERSION:  # not 1.0, not true
+    if type(protocol) is not int or not PROTOCOL_VERSION <= protocol <= offered:  # not 1.0
+        spoken = ", ".join(map(str, range(PROTOCOL_VERSION, offered + 1)))
         raise WireError(
-            f"hello result.protocol: the harness speaks protocol {PROTOCOL_VERSION}, "
-            f"the adapter answered {clip(ascii(protocol), 60)}"
+            f"hello result.protocol: the harness offered protocol {offered} and speaks "
+            f"{spoken}, the adapter answered {clip(ascii(protocol), 60)}"
         )
     classes = raw.get("classes")
     if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
@@ -853,7 +859,7 @@ def info_from_wire(raw: object) -> AdapterInfo:
     if unknown_format:
         raise WireError(
             f"hello result.format: unknown member {clip(', '.join(map(repr, unknown_format)))} "
-            "(the members are writes, reads; PROTO-30)"
+            "(the members are writes, reads; PROTO-35)"
         )
     writes = fmt.get("writes")
     reads = fmt.get("reads")
@@ -879,8 +885,8 @@ def info_from_wire(raw: object) -> AdapterInfo:
             "(the capabilities are raw_fold, dtypes, key_schema, uint_bits)"
         )
     uint_bits = caps.get("uint_bits", 64)
-    if type(uint_bits) is not int or uint_bits not in (32, 64):
-        raise WireError("hello result.capabilities.uint_bits: expected 32 or 64")
+    if type(uint_bits) is not int or uint_bits not in (32, 53, 64):
+        raise WireError("hello result.capabilities.uint_bits: expected 32, 53 or 64")
     raw_fold = caps.get("raw_fold", True)
     if not isinstance(raw_fold, bool):
         raise WireError("hello result.capabilities.raw_fold: expected true or false")

@@ -51,7 +51,7 @@ Released = Annotated[str, "released"]
 #: signature. A refusal (an ``error`` answer) is possible for every operation.
 ResultKind = Literal["null", "u64", "u64_list", "count", "bool", "signature", "validity"]
 
-#: How reads of a ``u64`` result are compared with each other (CONF-4).
+#: How reads of a ``u64`` result are compared with each other (CONF-12).
 Relation = Literal["order", "equality"]
 
 #: The kind of each field type: what the codec and the schemas know a field by.
@@ -85,9 +85,9 @@ class Op:
     needs: ClassVar[str] = ""
     result: ClassVar[ResultKind] = "null"
     #: The requirements a disagreement with the reference at this operation bears on:
-    #: what the generated differential checks cite for it (CONF-4).
+    #: what the generated differential checks cite for it (CONF-12).
     cites: ClassVar[tuple[str, ...]] = ()
-    #: For a ``u64`` result compared only by relation (CONF-4): what one read is called,
+    #: For a ``u64`` result compared only by relation (CONF-12): what one read is called,
     #: and the relation judged: ``order`` for ids (equal, smaller, greater; ID-8),
     #: ``equality`` for keys (PLAN-3 leaves their values free).
     relation: ClassVar[tuple[str, Relation] | None] = None

@@ -35,6 +35,7 @@ from kvconform.protocol.codec import (
     result_to_wire,
 )
 from kvconform.protocol.driver import Handles, UnknownHandle, call, release
+from kvconform.protocol.v2 import VERSIONS, counts_to_strings, request_from_v2
 
 #: Responses are written at least this often while a batch of requests is worked through.
 FLUSH_INTERVAL = 0.05
@@ -47,11 +48,14 @@ class Server:
     raises for anything a request contains or an adapter does.
     """
 
-    def __init__(self, adapter: Adapter) -> None:
+    def __init__(self, adapter: Adapter, protocols: tuple[int, ...] = VERSIONS) -> None:
         self.adapter = adapter
         self.info = adapter.describe()
         self.handles = Handles()
         self.greeted = False
+        #: The protocol versions served (PROTO-32), and the one ``hello`` settled on.
+        self.protocols = protocols
+        self.protocol = PROTOCOL_VERSION
         #: Set once ``shutdown`` has been answered: the caller exits.
         self.finished = False
 
@@ -65,7 +69,10 @@ class Server:
             return encode_line_or_failure(
                 None, {"failure": "the request has no 'seq' (a non-negative integer)"}
             )
-        return encode_line_or_failure(seq, self.handle(request))
+        body = self.handle(request)
+        if self.protocol == 2 and request.get("op") != "hello":
+            body = counts_to_strings(body)  # every count as a decimal string (PROTO-33)
+        return encode_line_or_failure(seq, body)
 
     def handle(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """The response body (without ``seq``) for one decoded request."""
@@ -75,6 +82,8 @@ class Server:
                 return self._hello(request)
             if not self.greeted:
                 return {"failure": f"the first request must be hello, got {name!r}"}
+            if self.protocol == 2:
+                request = request_from_v2(request)
             if name == "reset":
                 self.reset()
                 return {"ok": None}
@@ -104,13 +113,15 @@ class Server:
 
     def _hello(self, request: Mapping[str, Any]) -> dict[str, Any]:
         wanted = request.get("protocol")
-        if wanted != PROTOCOL_VERSION or isinstance(wanted, bool):
+        if type(wanted) is not int or wanted not in self.protocols:
+            spoken = " and ".join(map(str, self.protocols))
             return {
                 "failure": f"protocol {wanted!r} is not supported: "
-                f"{self.info.name} speaks protocol {PROTOCOL_VERSION}"
+                f"{self.info.name} speaks protocol {spoken}"
             }
         self.greeted = True
-        return {"ok": info_to_wire(self.info)}
+        self.protocol = wanted
+        return {"ok": info_to_wire(self.info, wanted)}
 
     def _hash_batch(self, request: Mapping[str, Any]) -> dict[str, Any]:
         if "hash" not in self.info.classes:
@@ -152,7 +163,9 @@ def encode_line_or_failure(seq: int | None, body: Mapping[str, Any]) -> bytes:
         return encode_line(seq, {"failure": f"the result cannot be sent as JSON: {exc}"})
 
 
-def serve(adapter: Adapter, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
+def serve(
+    adapter: Adapter, stdin_fd: int = 0, stdout_fd: int = 1, protocols: tuple[int, ...] = VERSIONS
+) -> int:
     """Answer requests from ``stdin_fd`` on ``stdout_fd`` until shutdown or end of input.
 
     Every complete line read is answered before the next read, so nothing is
@@ -160,7 +173,7 @@ def serve(adapter: Adapter, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
     pipelined requests go out in one write, or every :data:`FLUSH_INTERVAL`
     seconds while a long batch is worked through.
     """
-    server = Server(adapter)
+    server = Server(adapter, protocols)
     chunk = bytearray(1 << 16)
     view = memoryview(chunk)
     source = io.FileIO(stdin_fd, "rb", closefd=False)
@@ -216,8 +229,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=DEFAULT_ADAPTER,
         help=f"the adapter factory to serve (default: the reference, {DEFAULT_ADAPTER})",
     )
+    parser.add_argument(
+        "--protocol",
+        type=int,
+        choices=VERSIONS,
+        action="append",
+        help="a protocol version to serve (repeatable; default: every one, "
+        f"{', '.join(map(str, VERSIONS))}: the one hello offers is spoken)",
+    )
     parser.add_argument("--version", action="version", version=kvconform.__version__)
     args = parser.parse_args(argv)
+    protocols = tuple(sorted(set(args.protocol))) if args.protocol else VERSIONS
     try:
         adapter = load_adapter(args.adapter)
     except AdapterSpecError as exc:
@@ -237,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     try:
-        return serve(adapter, 0, protocol_fd)
+        return serve(adapter, 0, protocol_fd, protocols)
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:

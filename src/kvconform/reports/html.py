@@ -29,7 +29,13 @@ from typing import Any
 
 from kvconform.files import write_atomic
 from kvconform.rendering import clip
-from kvconform.reports.record import caveats, format_text, gate_state, not_answers
+from kvconform.reports.record import (
+    advice_text,
+    caveats,
+    format_text,
+    gate_state,
+    not_answers,
+)
 from kvconform.reports.untrusted import visible
 
 
@@ -178,6 +184,7 @@ def render_run(report: Mapping[str, Any]) -> str:
         *_filter(results),
         f'<h2 id="failures">Failures ({len(failed)})</h2>',
         *_failures(failed, report["requirements"]),
+        *_advice(results, s),
         "<h2>By class</h2>",
         *_counts_table("class", s["by_class"]),
         "<h2>By area</h2>",
@@ -186,6 +193,31 @@ def render_run(report: Mapping[str, Any]) -> str:
         *_cases_by_area(results),
     ]
     return _page(title, body, script=_FILTER_SCRIPT)
+
+
+def _advice(results: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]) -> list[str]:
+    """Advice, apart from the failures and not part of the verdict (ERR-13, CONF-12)."""
+    advised = [r for r in results if r.get("advice")]
+    if not advised:
+        return []
+    out = [
+        f'<h2 id="advice">Advice, not part of the verdict ({len(advised)})</h2>',
+        f'<p class="meta">{escape(advice_text(summary))}.</p>',
+        "<ul>",
+    ]
+    for r in advised[:_ADVICE_SHOWN]:
+        out += [
+            f"<li><code>{escape(str(r['id']))}</code> at {escape(str(a.get('step', '')))}: "
+            f"{escape(clip(str(a.get('actual', '')), _TEXT_LIMIT))}</li>"
+            for a in r["advice"]
+        ]
+    if len(advised) > _ADVICE_SHOWN:
+        out.append(f"<li>... and {len(advised) - _ADVICE_SHOWN} more (see the JSON report)</li>")
+    return [*out, "</ul>"]
+
+
+#: The most advised cases the run page lists (each one's findings in full).
+_ADVICE_SHOWN = 200
 
 
 def _gate(gate: Mapping[str, Any] | None, state: str | None) -> list[str]:

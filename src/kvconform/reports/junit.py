@@ -105,6 +105,12 @@ def render(report: Mapping[str, Any]) -> str:
                 node.text = _x(failure["text"])
             elif r["verdict"] == "not_run":
                 ET.SubElement(case, "skipped", message=_x(r.get("reason", "not run")))
+            if r.get("advice"):  # a passing case's advice, never a failure (CONF-12)
+                out = ET.SubElement(case, "system-out")
+                out.text = _x(
+                    "advice (ERR-13, not part of the verdict; --strict-messages makes it a "
+                    "failure):\n" + "\n".join(f"{a['step']}: {a['actual']}" for a in r["advice"])
+                )
             elif r["verdict"] == "not_applicable":
                 ET.SubElement(case, "skipped", message=_x(r.get("reason", "not applicable")))
     if report.get("incomplete"):  # a CI tab must not read an incomplete run as green

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kvconform.files import write_atomic
-from kvconform.reports.record import caveats, gate_state, not_answers
+from kvconform.reports.record import advice_text, caveats, gate_state, not_answers
 from kvconform.reports.record import verdict as record_verdict
 from kvconform.reports.untrusted import markdown as _m
 
@@ -110,6 +110,20 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
             ]
     if len(failed) > shown:
         lines.append(f"- ... and {len(failed) - shown} more (see the JSON report)")
+    advised = [r for r in report["results"] if r.get("advice")]
+    if advised:  # apart from the failures: advice, not verdict (CONF-12)
+        lines += [
+            "",
+            f"### Advice, not part of the verdict ({len(advised)})",
+            "",
+            f"{_m(advice_text(s))}.",
+            "",
+        ]
+        for r in advised[:max_failures]:
+            for a in r["advice"]:
+                lines.append(f"- {_code(r['id'])} at {_m(a['step'])}: {_m(a['actual'])}")
+        if len(advised) > max_failures:
+            lines.append(f"- ... and {len(advised) - max_failures} more (see the JSON report)")
     reqs = report["requirements"]
     failing = [rid for rid, v in reqs.items() if v["verdict"] == "failed"]
     lines += [

@@ -79,6 +79,17 @@ def _result(result: CaseResult, file_names: dict[str, str]) -> dict[str, Any]:
         out["reason"] = result.reason
     if case.reexpressed:  # judged in the declared shape, not as written (CONF-14)
         out["reexpressed"] = list(case.reexpressed)
+    if result.advice:  # apart from failures: not part of the verdict (CONF-12)
+        out["advice"] = [
+            {
+                "step": a.where.step,
+                "line": a.where.line,
+                "expected": a.expected,
+                "actual": a.actual,
+                "requires": list(a.requires),
+            }
+            for a in result.advice
+        ]
     if result.failures:
         first = result.failures[0]
         out["failure"] = {
@@ -97,11 +108,11 @@ def _result(result: CaseResult, file_names: dict[str, str]) -> dict[str, Any]:
 
 def not_answers(summary: Mapping[str, Any]) -> str:
     """The failures that are not wrong answers, as a clause to append to the failure
-    counts: "; of these, 2 only in an error message's wording (ERR-6) and 1 where the
+    counts: "; of these, 2 only in an error message's wording (ERR-13) and 1 where the
     adapter broke instead of answering" (empty when there are none)."""
     by = summary.get("failed_by_cause", {})
     phrases = {
-        "message": "only in an error message's wording (ERR-6)",
+        "message": "only in an error message's wording (ERR-13, --strict-messages)",
         "adapter": "where the adapter broke instead of answering",
     }
     parts = [f"{by[key]} {text}" for key, text in phrases.items() if by.get(key)]
@@ -140,6 +151,9 @@ def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
             "decision": sum(1 for r in failed if r.case.basis),
         },
         "failed_by_cause": {c: sum(1 for r in failed if cause_of(r.failures) == c) for c in CAUSES},
+        # cases with advice: a message that does not name its field or values (ERR-13),
+        # not a failure unless the run was --strict-messages (CONF-12)
+        "advised": sum(1 for r in results if r.advice),
         "by_area": {area: counts(c) for area, c in sorted(by_area.items())},
         "by_class": {cls: counts(c) for cls, c in sorted(by_class.items())},
     }
@@ -170,6 +184,18 @@ def requirement_verdicts(results: Sequence[CaseResult]) -> dict[str, dict[str, A
 
 def write(report: Mapping[str, Any], path: Path) -> None:
     write_atomic(path, json.dumps(report, indent=2) + "\n")  # ASCII: lone surrogates escaped
+
+
+def advice_text(summary: Mapping[str, Any]) -> str:
+    """The advice line every rendering shows apart from the failures, or empty."""
+    n = summary.get("advised", 0)
+    if not n:
+        return ""
+    return (
+        f"advice: {n} case(s) with an error message that does not name its field or "
+        "values (ERR-13); not part of the verdict (CONF-12; --strict-messages makes them "
+        "failures)"
+    )
 
 
 def only_broken(summary: Mapping[str, Any]) -> bool:

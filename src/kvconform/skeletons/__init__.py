@@ -242,12 +242,13 @@ def not_implemented(op: str) -> str:
     return f"not implemented: {op}"
 
 
-def header_lines(chosen: Plan, replace: Iterable[str], width: int = 78) -> list[str]:
+def header_lines(
+    chosen: Plan, replace: Iterable[str], width: int = 78, protocol: int = PROTOCOL_VERSION
+) -> list[str]:
     """The header comment of a generated file, as lines without a comment marker."""
     lines = [
         f"{chosen.name}: a kvconform stdio adapter skeleton ({chosen.language}), written by",
-        f"`kvconform new-adapter` (kvconform {kvconform.__version__}, protocol "
-        f"{PROTOCOL_VERSION}).",
+        f"`kvconform new-adapter` (kvconform {kvconform.__version__}, protocol {protocol}).",
         *textwrap.wrap(f"It claims the classes {', '.join(chosen.classes)}.", width),
         "",
         "What to replace:",
@@ -316,7 +317,10 @@ _NOTES = {
     "rust": "It uses the standard library only (no dependency, so `--offline` builds it).\n"
     "For faster runs build with `cargo build --offline --release` and run\n"
     "`target/release/@@NAME@@` instead.",
-    "javascript": "It needs Node and no npm package.",
+    "javascript": "It needs Node and no npm package. It speaks protocol 2, in which every count\n"
+    "travels as a decimal string, so the built-in `JSON.parse` reads every request exactly\n"
+    "(read a count with `count()`, a stamp's with `bigCount()`), and it declares\n"
+    "`uint_bits: 53`: its counts are Numbers, so no case sends a wider one.",
 }
 
 

@@ -1,7 +1,9 @@
 """The JavaScript skeleton: one ``adapter.js`` for Node, no packages, run as ``node adapter.js``.
 
 It uses nothing but the globals ``process`` and ``console``, so it runs the same
-whether Node treats the file as CommonJS or as an ES module.
+whether Node treats the file as CommonJS or as an ES module. It speaks protocol 2
+(every count a decimal string, PROTO-33), so the built-in ``JSON.parse`` reads every
+request exactly, and declares that its counts are Numbers (``uint_bits: 53``, CONF-13).
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ TEMPLATE = """\
 
 const NAME = @@NAME@@;
 const VERSION = '0.1.0';
-// The protocol version this adapter speaks (spec/protocol.md).
-const PROTOCOL = 1;
+// The protocol version this adapter speaks (spec/protocol.md): 2, in which every count
+// travels as a decimal string (PROTO-33), so JSON.parse reads every request exactly.
+const PROTOCOL = 2;
 @@CLASSES_NOTE@@
 const CLASSES = @@CLASSES@@;
 @@FORMAT_NOTE@@
@@ -36,18 +39,57 @@ const FORMAT = @@FORMAT@@;
 // { truncate_past_length: 'refuse' }. An option left out takes its default.
 const OPTIONS = {};
 // What your types hold where it narrows what the suite may send (CONF-7), such as
-// { uint_bits: 32 }: the table of hello in spec/protocol.md lists them.
-const CAPABILITIES = {};
+// { uint_bits: 32 }: the table of hello in spec/protocol.md lists them. A JavaScript
+// engine holds its counts as Numbers, exact up to 2^53 - 1: uint_bits 53 (CONF-13)
+// tells the suite to send no wider count (a case that needs one is not applicable).
+// Take it out only if your engine holds every count as a BigInt.
+const CAPABILITIES = { uint_bits: 53 };
 
 // The objects your implementation makes, by the handle name the harness chose
 // (PROTO-15): bound by the operations with a `handle` field, released by `drop` and
 // by `reset`. Answer failure to a request naming a handle not in it.
 const HANDLES = new Map();
 
-// Numbers: JSON.parse reads every number as a double. The 64-bit values travel as
-// decimal strings (read them with BigInt), but the counts of the SIG-15 probes go up
-// to 2^64-1 as JSON integers: a signature implementation needs a JSON reader that
-// keeps them exact (spec/protocol.md, "Note on large counts").
+// Numbers. Under protocol 2 every count of a request (lengths, indices, shapes,
+// token counts, versions, layouts) is a string of decimal digits, and the 64-bit
+// values (ids, keys, u64 parameters) are strings as in protocol 1: JSON.parse loses
+// nothing. Read a count with count(text), a Number; a 64-bit value with BigInt(text).
+// A stamp to verify may hold a count wider than a Number (up to 2^64 - 1): read those
+// with bigCount(text) and refuse one above MAX_COUNT as unrepresentable, with the
+// count exactly as sent (VERIFY-12). Answer with Numbers and BigInts: every integer of
+// an answer is written as a decimal string for you (see serve below).
+
+// The widest count a Number holds exactly: 2^53 - 1.
+const MAX_COUNT = Number.MAX_SAFE_INTEGER;
+const DIGITS = /^(0|[1-9][0-9]{0,19})$/;
+
+// A count as protocol 2 writes it, as a Number; an Error for anything else, or for a
+// count wider than a Number (the suite sends none outside a stamp: uint_bits 53).
+function count(text) {
+  if (typeof text !== 'string' || !DIGITS.test(text)) {
+    throw new Error(`expected a count as a string of decimal digits, got ${JSON.stringify(text)}`);
+  }
+  const value = Number(text);
+  if (!Number.isSafeInteger(value)) {
+    throw new Error(`the count ${text} is wider than a Number holds (2^53 - 1)`);
+  }
+  return value;
+}
+
+// A count as protocol 2 writes it, exactly, as a BigInt (a stamp's counts).
+function bigCount(text) {
+  if (typeof text !== 'string' || !DIGITS.test(text)) {
+    throw new Error(`expected a count as a string of decimal digits, got ${JSON.stringify(text)}`);
+  }
+  return BigInt(text);
+}
+
+// Every integer of an answer as its decimal string (PROTO-33): Numbers and BigInts.
+function countsAsStrings(key, value) {
+  if (typeof value === 'bigint') return value.toString();
+  if (typeof value === 'number' && Number.isInteger(value)) return String(value);
+  return value;
+}
 
 // --- the four forms of an answer (spec/protocol.md, "Requests and responses") ---
 
@@ -78,7 +120,8 @@ function notImplemented(op) {
 
 // --- the operations of the claimed classes: REPLACE each body -------------------
 // Each takes the decoded request (an object: seq, op and the fields) and returns one
-// of the four forms above.
+// of the four forms above. Where a line below says "integer", protocol 2 sends a
+// string of decimal digits: read it with count() (or bigCount() in a stamp).
 @@OPERATIONS@@
 
 // The operations of the claimed classes, by wire name.
@@ -168,8 +211,12 @@ function serve(line) {
     console.error(err);
     body = failure(`${request.op} raised ${err && err.name}: ${err && err.message}`);
   }
+  // Protocol 2: every integer of an answer as a decimal string; hello's answer (its
+  // protocol, format and capabilities) and seq are integers in every version.
+  const written =
+    request.op === 'hello' ? JSON.stringify(body) : JSON.stringify(body, countsAsStrings);
   return {
-    text: JSON.stringify({ seq, ...body }),
+    text: `{"seq":${seq},${written.slice(1)}`,
     done: request.op === 'shutdown' && 'ok' in body,
   };
 }
@@ -241,7 +288,7 @@ def _function(op: str, doc: str) -> str:
 
 
 def render(chosen: Plan) -> tuple[dict[str, str], str, str]:
-    header = "\n".join(f"// {line}".rstrip() for line in header_lines(chosen, _REPLACE))
+    header = "\n".join(f"// {line}".rstrip() for line in header_lines(chosen, _REPLACE, protocol=2))
     unclaimed = (
         "{\n" + "".join(f"  {s.name}: '{s.needs}',\n" for s in chosen.unclaimed) + "}"
         if chosen.unclaimed
