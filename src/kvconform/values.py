@@ -194,6 +194,9 @@ OPTIONS: Mapping[str, OptionSpec] = {
         OptionSpec("plan_key_params", ("named", "fixed"), "named", "PLAN-17"),
         OptionSpec("profile_v2_revision", ("split_width", "layout_only"), "split_width", "PROF-11"),
         OptionSpec("plan_key_window", ("keyed", "structure"), "keyed", "PLAN-25"),
+        OptionSpec("replace_layer_shape", ("refuse", "regrow"), "refuse", "ALLOC-19"),
+        OptionSpec("clear_storage", ("reallocate", "release"), "reallocate", "ALLOC-20"),
+        OptionSpec("append_empty", ("accept", "refuse"), "accept", "ALLOC-21"),
     )
 }
 
@@ -239,6 +242,9 @@ DECISIONS: Mapping[str, tuple[str, ...]] = {
     "key-window": ("PLAN-25",),
     "plan-validity-outcomes": ("PLAN-19", "PLAN-20"),
     "guarded-rebind": ("PLAN-21", "PLAN-22", "PLAN-23", "PLAN-24"),
+    "replace-other-shape": ("ALLOC-19",),
+    "clear-storage": ("ALLOC-20",),
+    "append-empty": ("ALLOC-21",),
 }
 
 #: Requirements a generated counterexample may bear on that state an option's
@@ -256,6 +262,9 @@ OPTION_DECISIONS: Mapping[str, str] = {
     "SIG-15": "width-overflow",
     "PROF-11": "v2-revision",
     "PLAN-25": "key-window",
+    "ALLOC-19": "replace-other-shape",
+    "ALLOC-20": "clear-storage",
+    "ALLOC-21": "append-empty",
 }
 
 
