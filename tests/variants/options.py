@@ -485,7 +485,10 @@ def _released_slot(session: plan.DecodePlan, cache: _ReleasingCache) -> Fault | 
     return None
 
 
-@variant("clear-releases", "clear releases the storage until each layer is replaced (clear_storage: release)")
+@variant(
+    "clear-releases",
+    "clear releases the storage until each layer is replaced (clear_storage: release)",
+)
 class ClearReleases(ReferenceAdapter):
     def describe(self) -> AdapterInfo:
         return _declaring(super().describe(), "clear-releases", clear_storage="release")
