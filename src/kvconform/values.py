@@ -205,10 +205,13 @@ OPTIONS: Mapping[str, OptionSpec] = {
 DECISIONS: Mapping[str, tuple[str, ...]] = {
     "truncate-past-length": ("ALLOC-15",),
     "append-past-capacity": ("ALLOC-16",),
+    "append-empty": ("ALLOC-21",),
     "replace-layer-bounds": ("ALLOC-9",),
     "replace-layer-shape": ("ALLOC-17",),
+    "replace-other-shape": ("ALLOC-19",),
     "replace-keeps-length": ("ALLOC-11",),
     "clear-mint-point": ("ALLOC-18",),
+    "clear-storage": ("ALLOC-20",),
     "refusals-change-nothing": ("ALLOC-14",),
     "cache-error-kinds": ("ERR-8",),
     "typed-error-parts": ("ERR-3", "ERR-4", "VERIFY-3"),
@@ -242,9 +245,6 @@ DECISIONS: Mapping[str, tuple[str, ...]] = {
     "key-window": ("PLAN-25",),
     "plan-validity-outcomes": ("PLAN-19", "PLAN-20"),
     "guarded-rebind": ("PLAN-21", "PLAN-22", "PLAN-23", "PLAN-24"),
-    "replace-other-shape": ("ALLOC-19",),
-    "clear-storage": ("ALLOC-20",),
-    "append-empty": ("ALLOC-21",),
 }
 
 #: Requirements a generated counterexample may bear on that state an option's
