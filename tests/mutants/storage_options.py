@@ -1,4 +1,4 @@
-"""Mutants for the options of CONF-13: a regrowing replacement (ALLOC-19), a releasing
+"""Mutants for the options of CONF-15: a regrowing replacement (ALLOC-19), a releasing
 clear (ALLOC-20) and a refused empty append (ALLOC-21).
 
 Each is the correct variant of ``tests/variants/options.py`` for that value with one
