@@ -198,6 +198,9 @@ OPTIONS: Mapping[str, OptionSpec] = {
         OptionSpec("plan_key_params", ("named", "fixed"), "named", "PLAN-17"),
         OptionSpec("profile_v2_revision", ("split_width", "layout_only"), "split_width", "PROF-11"),
         OptionSpec("plan_key_window", ("keyed", "structure"), "keyed", "PLAN-25"),
+        OptionSpec("replace_layer_shape", ("refuse", "regrow"), "refuse", "ALLOC-19"),
+        OptionSpec("clear_storage", ("reallocate", "release"), "reallocate", "ALLOC-20"),
+        OptionSpec("append_empty", ("accept", "refuse"), "accept", "ALLOC-21"),
     )
 }
 
@@ -206,10 +209,13 @@ OPTIONS: Mapping[str, OptionSpec] = {
 DECISIONS: Mapping[str, tuple[str, ...]] = {
     "truncate-past-length": ("ALLOC-15",),
     "append-past-capacity": ("ALLOC-16",),
+    "append-empty": ("ALLOC-21",),
     "replace-layer-bounds": ("ALLOC-9",),
     "replace-layer-shape": ("ALLOC-17",),
+    "replace-other-shape": ("ALLOC-19",),
     "replace-keeps-length": ("ALLOC-11",),
     "clear-mint-point": ("ALLOC-18",),
+    "clear-storage": ("ALLOC-20",),
     "refusals-change-nothing": ("ALLOC-14",),
     "cache-error-kinds": ("ERR-8",),
     "typed-error-parts": ("ERR-3", "ERR-4", "VERIFY-3"),
@@ -260,6 +266,9 @@ OPTION_DECISIONS: Mapping[str, str] = {
     "SIG-15": "width-overflow",
     "PROF-11": "v2-revision",
     "PLAN-25": "key-window",
+    "ALLOC-19": "replace-other-shape",
+    "ALLOC-20": "clear-storage",
+    "ALLOC-21": "append-empty",
 }
 
 

@@ -31,7 +31,7 @@ from kvconform_reference import errors, kv_cache, model, plan
 from kvconform_reference.identity import KvAllocId, ModelInstanceId
 
 from kvconform.adapters.reference import ReferenceAdapter
-from kvconform.values import AdapterInfo, ModelSpec, PlanIdentity, StepInputs
+from kvconform.values import AdapterInfo, Fault, ModelSpec, PlanIdentity, StepInputs
 
 from . import variant
 
@@ -365,3 +365,164 @@ class FixedSchemaDefaults(ReferenceAdapter):
 
     def plan_key(self, identity: PlanIdentity) -> int:
         return super().plan_key(replace(identity, model=_filled(identity.model)))
+
+
+# --- ALLOC-19: a replacement of another shape regrows the layer, with a new id --------
+
+
+class _RegrowingCache(kv_cache.KvCache):
+    """Later fuel's ``set_layer``: any shape is taken, and the swap mints (ALLOC-19).
+
+    The geometry the cache reports stays its construction geometry (what a plan keys
+    on); a regrown layer's storage label records its own shape, so a plan that baked
+    the old storage cannot be rebound onto it (PLAN-21 ``storage_differs``).
+    """
+
+    def set_layer(self, index: int, layer: kv_cache.KvLayer) -> None:
+        if not 0 <= index < self.geometry.n_layers:
+            raise errors.LayerOutOfRange(layer_index=index, n_layers=self.geometry.n_layers)
+        current = self._layers[index]
+        if (
+            layer.k.dtype != current.k.dtype
+            or layer.v.dtype != current.v.dtype
+            or layer.v.shape != layer.k.shape
+        ):
+            raise ValueError("replacement K and V must both have the cache's element type")
+        self._layers[index] = layer
+        self._alloc_id = KvAllocId.mint()
+
+    @property  # type: ignore[override]
+    def layer_storage(self) -> tuple[str, ...]:
+        g = self.geometry
+        native = (g.max_seq_len, g.n_kv_heads, g.head_dim)
+        return tuple(
+            label if layer.k.shape == native else f"{label}@{'x'.join(map(str, layer.k.shape))}"
+            for label, layer in zip(self._labels, self._layers, strict=True)
+        )
+
+    @layer_storage.setter
+    def layer_storage(self, labels: tuple[str, ...]) -> None:
+        self._labels = labels
+
+    def append(self, k: np.ndarray, v: np.ndarray) -> None:
+        end = len(self) + k.shape[1]
+        for layer in self._layers:
+            if layer.k.shape[1:] != k.shape[2:] or (
+                end <= self.geometry.max_seq_len and layer.k.shape[0] < end
+            ):
+                # One layer cannot take what the others would: refuse before writing.
+                raise ValueError("the layers of this cache disagree: append refused")
+        super().append(k, v)
+
+
+@variant(
+    "replace-regrows",
+    "a replacement of another shape is taken and mints (replace_layer_shape: regrow)",
+)
+class ReplaceRegrows(ReferenceAdapter):
+    def describe(self) -> AdapterInfo:
+        return _declaring(super().describe(), "replace-regrows", replace_layer_shape="regrow")
+
+    def cache_new(self, geometry):  # type: ignore[no-untyped-def]
+        cache = super().cache_new(geometry)
+        labels = cache.layer_storage
+        cache.__class__ = _RegrowingCache
+        cache.layer_storage = labels
+        return cache
+
+    def cache_new_placed(self, geometry, residency, layer_storage):  # type: ignore[no-untyped-def]
+        cache = super().cache_new_placed(geometry, residency, layer_storage)
+        labels = cache.layer_storage
+        cache.__class__ = _RegrowingCache
+        cache.layer_storage = labels
+        return cache
+
+
+# --- ALLOC-20: clear releases the storage; replacing every layer gives it back ---------
+
+
+class _ReleasingCache(kv_cache.KvCache):
+    """Later fuel's ``clear()``: every slot emptied and the id minted at once; the
+    caller allocates again by replacing each layer, and an append needs every layer."""
+
+    def clear(self) -> None:
+        self._layers = [None] * self.geometry.n_layers  # type: ignore[list-item]
+        self._length = 0
+        self._alloc_id = KvAllocId.mint()
+
+    def released(self) -> list[int]:
+        return [i for i, layer in enumerate(self._layers) if layer is None]
+
+    def append(self, k: np.ndarray, v: np.ndarray) -> None:
+        empty = self.released()
+        if empty:
+            raise RuntimeError(f"layer {empty[0]} has no storage since clear(); replace it first")
+        super().append(k, v)
+
+    def set_layer(self, index: int, layer: kv_cache.KvLayer) -> None:
+        if 0 <= index < self.geometry.n_layers and self._layers[index] is None:
+            # Checked against the cache's geometry, as a layer in place would be.
+            self._layers[index] = kv_cache.KvLayer.allocate(self.geometry)
+            try:
+                super().set_layer(index, layer)
+            except BaseException:
+                self._layers[index] = None  # type: ignore[call-overload]
+                raise
+            return
+        super().set_layer(index, layer)
+
+
+def _released_slot(session: plan.DecodePlan, cache: _ReleasingCache) -> Fault | None:
+    """PLAN-21 in its order, with a released layer as a slot the cache does not have."""
+    if cache.residency is None or session._residency is None:
+        return None  # the reference refuses these itself
+    if cache.residency != session._residency:
+        return None
+    incoming = cache.layer_storage
+    empty = set(cache.released())
+    for layer, baked_slots in enumerate(session._slots):
+        for which, baked in zip(("k", "v"), baked_slots, strict=True):
+            if layer >= len(incoming) or layer in empty:
+                from kvconform.adapters.reference import fault_of
+
+                return fault_of(errors.MissingSlot(layer_index=layer, which=which))
+            if incoming[layer] != baked:
+                return None
+    return None
+
+
+@variant(
+    "clear-releases",
+    "clear releases the storage until each layer is replaced (clear_storage: release)",
+)
+class ClearReleases(ReferenceAdapter):
+    def describe(self) -> AdapterInfo:
+        return _declaring(super().describe(), "clear-releases", clear_storage="release")
+
+    def cache_new(self, geometry):  # type: ignore[no-untyped-def]
+        cache = super().cache_new(geometry)
+        cache.__class__ = _ReleasingCache
+        return cache
+
+    def cache_new_placed(self, geometry, residency, layer_storage):  # type: ignore[no-untyped-def]
+        cache = super().cache_new_placed(geometry, residency, layer_storage)
+        cache.__class__ = _ReleasingCache
+        return cache
+
+    def session_rebind(self, session, cache):  # type: ignore[no-untyped-def]
+        refusal = _released_slot(session, cache)
+        return refusal if refusal is not None else super().session_rebind(session, cache)
+
+
+# --- ALLOC-21: an append of nothing is refused, and changes nothing -------------------
+
+
+@variant("empty-append-refused", "an append of zero tokens is refused (append_empty: refuse)")
+class EmptyAppendRefused(ReferenceAdapter):
+    def describe(self) -> AdapterInfo:
+        return _declaring(super().describe(), "empty-append-refused", append_empty="refuse")
+
+    def cache_append(self, cache: kv_cache.KvCache, tokens: int):  # type: ignore[no-untyped-def]
+        if tokens == 0:
+            raise ValueError("an append needs at least one token")
+        return super().cache_append(cache, tokens)

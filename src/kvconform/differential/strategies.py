@@ -538,7 +538,8 @@ class Scope:
     in the region where both answers agree, so a difference is never a
     divergence of policy: no truncate past the length under ``refuse``, no append
     past the capacity under ``grow``, at most one differing field in a refused
-    replacement under another check order, no hook toggles under
+    replacement under another check order, no replacement of another shape under
+    ``regrow``, no clear under ``release``, no hook toggles under
     ``remints_instance``, no probes differing only in head geometry under
     ``implied``, only the declared schema under ``fixed``, no block expectation of
     an undeclared dtype, and no raw bytes no u64 mix can express without the raw fold.
@@ -547,6 +548,12 @@ class Scope:
     truncate_past_length: bool = True
     append_past_capacity: bool = True
     shape_mismatch_fields: int = 3
+    #: Whether a replacement of another shape may be drawn: not under ``regrow``, whose
+    #: answer the reference (``refuse``) does not give (ALLOC-19).
+    shape_mismatches: bool = True
+    #: Whether a clear may be drawn: not under ``release``, after which the reference's
+    #: appends succeed and the implementation's are refused (ALLOC-20).
+    clears: bool = True
     hook_toggles: bool = True
     vary_cache_heads: bool = True
     key_schema: Mapping[str, Mapping[str, str]] | None = None
@@ -569,6 +576,8 @@ class Scope:
             truncate_past_length=info.option("truncate_past_length") == "noop",
             append_past_capacity=info.option("append_past_capacity") == "refuse",
             shape_mismatch_fields=3 if info.option("replace_layer_order") == default_order else 1,
+            shape_mismatches=info.option("replace_layer_shape") == "refuse",
+            clears=info.option("clear_storage") == "reallocate",
             hook_toggles=info.option("hook_toggle") == "keeps_instance",
             vary_cache_heads=info.option("plan_key_cache_heads") == "keyed",
             key_schema=info.key_schema,
@@ -899,7 +908,7 @@ class _KeyBuilder:
             self.truncate_to(self.pick(self.caches))
 
     def clear(self) -> None:
-        if not self.caches:
+        if not self.caches or not self.scope.clears:
             return
         name = self.pick(self.caches)
         self.caches[name].length = 0
@@ -919,6 +928,8 @@ class _KeyBuilder:
         changeable = set(SHAPE_FIELDS)
         if not fits and self.scope.shape_mismatch_fields < len(SHAPE_FIELDS):
             changeable = {pick(src, SHAPE_FIELDS)}
+        if not self.scope.shape_mismatches:  # under regrow: the index may still be wrong
+            changeable = set()
 
         def shape(field_name: str, own: int) -> int | None:
             if fits or field_name not in changeable:
