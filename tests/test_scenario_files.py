@@ -244,3 +244,30 @@ def test_merge_keys_of_fixtures_are_not_duplicates(tmp_path: Path) -> None:
     )
     (case,) = load_scenario_file(_write(tmp_path, head + steps))
     assert case.program[0].geometry.max_seq_len == 4  # type: ignore[attr-defined]
+
+
+def test_every_signature_the_suite_sends_is_well_formed_for_its_version() -> None:
+    """A version-2 signature carries its layout and a version-1 one none (PROF-5, PROTO-31).
+
+    A malformed one would judge a typed reader's parser rather than the rule the case
+    names: two v1 scenarios once sent a rolling reader version-2 expectations without a
+    layout (issue 29, finding 4). Generated programs may draw such stamps on purpose (a v1
+    reader refuses them by their version alone), so this holds the hand-written suite.
+    """
+    from kvconform.harness import suite
+    from kvconform.protocol import operations as ops
+
+    bad = []
+    for case in suite.all_cases():
+        for op in case.program:
+            if not isinstance(op, ops.Verify):
+                continue
+            for role, sig in (("recorded", op.recorded), ("expected", op.expected)):
+                if sig is None:
+                    continue
+                if (sig.format_version == 2) != (sig.layout is not None) and sig.format_version in (
+                    1,
+                    2,
+                ):
+                    bad.append(f"{case.id}: {role} v{sig.format_version}, layout {sig.layout}")
+    assert not bad, bad

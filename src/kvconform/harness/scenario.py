@@ -786,13 +786,6 @@ class _Compiler:
                 args.get("block_size", layout.block_size if layout else 0),
                 args.get("sliding_window", layout.sliding_window if layout else None),
             )
-        # A version-2 signature always carries its layout and a version-1 one never
-        # does (PROF-5, PROTO-31): a malformed one would test a typed reader's parser,
-        # not the rule the case names.
-        if values["format_version"] == 2 and layout is None:
-            raise self._fail(at, "a version-2 signature needs a layout (PROF-5)")
-        if values["format_version"] == 1 and layout is not None:
-            raise self._fail(at, "a version-1 signature has no layout (PROTO-31)")
         self._define(args["as"], (*at, "as"), it)
         self.scope.signatures[args["as"]] = Signature(**values, layout=layout)
 
