@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Literal, TypeAlias
 
 #: The conformance classes (CONF-1).
-CLASSES = ("hash", "identity", "plan", "signature", "verify", "plan_validity")
+CLASSES = ("hash", "identity", "plan", "signature", "verify", "plan_validity", "prefix_cache")
 #: Classes that a class depends on (CONF-1, CONF-10).
 CLASS_REQUIRES: Mapping[str, tuple[str, ...]] = {
     "plan": ("identity",),
@@ -181,6 +181,11 @@ def _orders() -> tuple[str, ...]:
     return tuple(",".join(p) for p in permutations(SHAPE_FIELDS))
 
 
+#: The values of the option ``prefix_block_size`` (PREFIX-6): any size the harness
+#: creates a prefix cache with, or the one size an engine supports.
+PREFIX_BLOCK_SIZES = ("any", "1", "2", "4", "8", "16", "32", "64", "128", "256")
+
+
 #: Every option of this specification (CONF-6), by name.
 OPTIONS: Mapping[str, OptionSpec] = {
     o.name: o
@@ -194,6 +199,16 @@ OPTIONS: Mapping[str, OptionSpec] = {
         OptionSpec("plan_key_params", ("named", "fixed"), "named", "PLAN-17"),
         OptionSpec("profile_v2_revision", ("split_width", "layout_only"), "split_width", "PROF-11"),
         OptionSpec("plan_key_window", ("keyed", "structure"), "keyed", "PLAN-25"),
+        # The class prefix_cache (CONF-12, spec/prefix.md).
+        OptionSpec("prefix_partial", ("none", "tokens"), "none", "PREFIX-5"),
+        OptionSpec("prefix_block_size", PREFIX_BLOCK_SIZES, "any", "PREFIX-6"),
+        OptionSpec("prefix_adapter_identity", ("instance", "content"), "instance", "PREFIX-8"),
+        OptionSpec("prefix_media_identity", ("content", "caller"), "content", "PREFIX-11"),
+        OptionSpec("prefix_salt_scope", ("root", "every_block"), "root", "PREFIX-13"),
+        OptionSpec("prefix_empty_salt", ("distinct", "refuse"), "distinct", "PREFIX-14"),
+        OptionSpec("prefix_key", ("digest", "verified"), "digest", "PREFIX-19"),
+        OptionSpec("prefix_root", ("seeded", "per_process"), "seeded", "PREFIX-20"),
+        OptionSpec("prefix_tier", ("none", "shared"), "none", "PREFIX-21"),
     )
 }
 
@@ -239,6 +254,19 @@ DECISIONS: Mapping[str, tuple[str, ...]] = {
     "key-window": ("PLAN-25",),
     "plan-validity-outcomes": ("PLAN-19", "PLAN-20"),
     "guarded-rebind": ("PLAN-21", "PLAN-22", "PLAN-24", "PLAN-26", "PLAN-27"),
+    # The class prefix_cache rests on decisions, not on the seeds (spec/prefix.md).
+    "prefix-observable-reuse": ("PREFIX-1", "PREFIX-2", "PREFIX-3", "PREFIX-4", "PREFIX-18"),
+    "prefix-partial": ("PREFIX-5",),
+    "prefix-block-size": ("PREFIX-6",),
+    "prefix-adapter-identity": ("PREFIX-7", "PREFIX-8"),
+    "prefix-media-identity": ("PREFIX-9", "PREFIX-10", "PREFIX-11"),
+    "prefix-propagation": ("PREFIX-12",),
+    "prefix-salt": ("PREFIX-13", "PREFIX-15"),
+    "prefix-empty-salt": ("PREFIX-14",),
+    "prefix-typed-extras": ("PREFIX-16", "PREFIX-17"),
+    "prefix-key-strength": ("PREFIX-19",),
+    "prefix-chain-root": ("PREFIX-20",),
+    "prefix-shared-tier": ("PREFIX-21", "PREFIX-22"),
 }
 
 #: Requirements a generated counterexample may bear on that state an option's
@@ -256,6 +284,15 @@ OPTION_DECISIONS: Mapping[str, str] = {
     "SIG-15": "width-overflow",
     "PROF-11": "v2-revision",
     "PLAN-25": "key-window",
+    "PREFIX-5": "prefix-partial",
+    "PREFIX-6": "prefix-block-size",
+    "PREFIX-8": "prefix-adapter-identity",
+    "PREFIX-11": "prefix-media-identity",
+    "PREFIX-13": "prefix-salt",
+    "PREFIX-14": "prefix-empty-salt",
+    "PREFIX-19": "prefix-key-strength",
+    "PREFIX-20": "prefix-chain-root",
+    "PREFIX-21": "prefix-shared-tier",
 }
 
 
@@ -431,6 +468,11 @@ class AdapterInfo:
         if not fixed and self.key_schema is not None:
             found.append(
                 "capabilities.key_schema is given but options.plan_key_params is not fixed"
+            )
+        if self.option("prefix_root") == "per_process" and self.option("prefix_tier") == "shared":
+            found.append(
+                "options.prefix_root is per_process but options.prefix_tier is shared: a "
+                "shared tier needs keys equal in every process (PREFIX-20)"
             )
         for family, params in (self.key_schema or {}).items():
             for pname, ptype in params.items():
