@@ -339,7 +339,6 @@ class ReferenceAdapter:
             return fault_of(exc)
         return to_signature(verified.signature)
 
-
     # prefix_cache
     def prefix_new(
         self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
@@ -377,7 +376,9 @@ class ReferenceAdapter:
     ) -> None:
         request.media.append(prefix.MediaItem(start, length, content, width, height, caller_id))
 
-    def request_embeds(self, request: prefix.Request, start: int, length: int, content: str) -> None:
+    def request_embeds(
+        self, request: prefix.Request, start: int, length: int, content: str
+    ) -> None:
         request.embeds.append(prefix.Embeds(start, length, content))
 
     def prefix_store(self, cache: prefix.PrefixCache, request: prefix.Request) -> None:
