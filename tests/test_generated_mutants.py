@@ -30,8 +30,9 @@ pytestmark = [
     ),
 ]
 
-#: Mutant modules outside the region the generated checks explore.
-OUTSIDE = ("tests.mutants.plan_validity",)
+#: Mutant modules outside the region the generated checks explore (the generated checks
+#: do not draw the prefix_cache operations yet: their table entries say why).
+OUTSIDE = ("tests.mutants.plan_validity", "tests.mutants.prefix")
 
 EXAMPLES = int(os.environ.get("KVCONFORM_GENERATED_EXAMPLES", "200"))
 

@@ -76,6 +76,7 @@ MODULES = (
     "errors",
     "teeth",
     "widths",
+    "prefix",
 )
 
 
