@@ -70,6 +70,7 @@ MODULES = (
     "enum_dtypes",
     "upstream_v2",
     "rebind_early",
+    "prefix",
 )
 
 
