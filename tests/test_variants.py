@@ -110,9 +110,7 @@ def test_variant_passes_every_case(v: Variant) -> None:
     assert not unexplained, f"{v.name}: cases skipped for no declared reason: {unexplained}"
     if not v.declares:  # only the cases written for another option value or profile
         assert all(
-            "(CONF-6)" in r.reason
-            or "(PROF-3)" in r.reason
-            or r.reason.endswith(_UNCLAIMED)
+            "(CONF-6)" in r.reason or "(PROF-3)" in r.reason or r.reason.endswith(_UNCLAIMED)
             for r in skipped
         ), f"{v.name} declares nothing"
     assert verdicts["passed"] + len(skipped) == len(suite.all_cases())

@@ -148,7 +148,7 @@ class Request:
         first, end = index * block_size, (index + 1) * block_size
         tokens = self.tokens[first:end]
         out = [_TAG_TOKENS, _u64(len(tokens)), *(_u64(t) for t in tokens)]
-        spans = [*self.media, *self.embeds]
+        spans: list[MediaItem | Embeds] = [*self.media, *self.embeds]
         covering = [s for s in spans if s.start < end and first < s.start + s.length]
         out.append(_u64(len(covering)))
         out.extend(s.record() for s in sorted(covering, key=lambda s: s.record()))
