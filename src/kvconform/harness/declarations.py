@@ -52,7 +52,7 @@ def _other_block_size(case: Case, info: AdapterInfo) -> str | None:
         if isinstance(op, ops.PrefixNew) and str(op.block_size) != fixed:
             return (
                 f"makes a prefix cache of block size {op.block_size}; {info.name} declares "
-                f"prefix_block_size: {fixed} (PREFIX-6, CONF-6)"
+                f"prefix_block_size: {fixed}, PREFIX-6 (CONF-6)"
             )
     return None
 
