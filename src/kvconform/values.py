@@ -436,8 +436,10 @@ class AdapterInfo:
         for name, value in self.options.items():
             spec = OPTIONS.get(name)
             if spec is None:
-                known = ", ".join(OPTIONS)
-                found.append(f"options.{_shown(name)}: no such option (the options are {known})")
+                found.append(
+                    f"options.{_shown(name)}: no such option (spec/README.md, Decisions, "
+                    f"lists the {len(OPTIONS)} options)"
+                )
             elif value not in spec.values:
                 found.append(
                     f"options.{name}: {_shown(value)} is not one of {', '.join(spec.values)}"
