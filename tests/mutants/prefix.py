@@ -485,7 +485,8 @@ class _EmptySaltIsNone(Request):
     "prefix-empty-salt-is-no-salt",
     breaks=("PREFIX-14",),
     half="under",
-    plausible="a truthiness test on an optional string",
+    plausible="a truthiness test (if salt:) on an optional string, which reads an empty "
+    "salt as no salt",
 )
 class PrefixEmptySaltIsNoSalt(PrefixAdapter):
     request_cls = _EmptySaltIsNone
