@@ -37,7 +37,7 @@ NO_CARGO = "cargo not found: the Rust adapter was NOT tested (install a Rust too
 
 def _prefix_cache(result: runner.CaseResult) -> bool:
     """A case of the class prefix_cache, which the Rust adapter does not claim yet: its
-    implementation there is a later part of issue 27 (CONF-12 lets an adapter leave the
+    implementation there is a later part of issue 27 (CONF-16 lets an adapter leave the
     class out)."""
     return result.reason.endswith("does not declare the class prefix_cache")
 

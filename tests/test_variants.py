@@ -97,7 +97,7 @@ def test_variant_passes_every_case(v: Variant) -> None:
     # another option value (CONF-6), a capability it lacks (CONF-7), another format
     # declaration (PROF-3), the class plan_validity, which a variant with plans of
     # its own does not claim (CONF-10), or the class prefix_cache, which a variant
-    # written before it does not claim (CONF-12); nothing else may be skipped.
+    # written before it does not claim (CONF-16); nothing else may be skipped.
     skipped = [r for r in results if r.verdict == "not_applicable"]
     unexplained = [
         f"{r.case.id}: {r.reason}"

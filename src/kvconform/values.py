@@ -199,7 +199,7 @@ OPTIONS: Mapping[str, OptionSpec] = {
         OptionSpec("plan_key_params", ("named", "fixed"), "named", "PLAN-17"),
         OptionSpec("profile_v2_revision", ("split_width", "layout_only"), "split_width", "PROF-11"),
         OptionSpec("plan_key_window", ("keyed", "structure"), "keyed", "PLAN-25"),
-        # The class prefix_cache (CONF-12, spec/prefix.md).
+        # The class prefix_cache (CONF-16, spec/prefix.md).
         OptionSpec("prefix_partial", ("none", "tokens"), "none", "PREFIX-5"),
         OptionSpec("prefix_block_size", PREFIX_BLOCK_SIZES, "any", "PREFIX-6"),
         OptionSpec("prefix_adapter_identity", ("instance", "content"), "instance", "PREFIX-8"),
