@@ -32,7 +32,15 @@ class Declaring(ReferenceAdapter):
 
 
 def test_the_classes_and_their_dependencies_are_the_specified_ones() -> None:
-    assert CLASSES == ("hash", "identity", "plan", "signature", "verify", "plan_validity")
+    assert CLASSES == (
+        "hash",
+        "identity",
+        "plan",
+        "signature",
+        "verify",
+        "plan_validity",
+        "prefix_cache",
+    )
     assert dict(CLASS_REQUIRES) == {
         "plan": ("identity",),
         "verify": ("signature",),

@@ -166,7 +166,7 @@ def test_selection_by_area_class_requirement_and_id() -> None:
 
 
 @pytest.mark.parametrize(
-    "cls", ["hash", "identity", "plan", "signature", "verify", "plan_validity"]
+    "cls", ["hash", "identity", "plan", "signature", "verify", "plan_validity", "prefix_cache"]
 )
 def test_every_class_can_be_selected(cls: str) -> None:
     """Each conformance class (CONF-1) is a valid --class, and selects only its own cases."""

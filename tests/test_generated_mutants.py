@@ -31,9 +31,11 @@ pytestmark = [
 ]
 
 #: Mutant modules outside the region the generated checks explore: the rebinds of the
-#: class plan_validity, and unsafe answers to the options of CONF-15, which the reference
-#: (keeping the defaults) does not take, so no program is drawn where they differ.
-OUTSIDE = ("tests.mutants.plan_validity", "tests.mutants.storage_options")
+#: class plan_validity, unsafe answers to the options of CONF-15, which the reference
+#: (keeping the defaults) does not take, so no program is drawn where they differ, and
+#: the prefix_cache operations, which the generated checks do not draw yet (their table
+#: entries say why).
+OUTSIDE = ("tests.mutants.plan_validity", "tests.mutants.storage_options", "tests.mutants.prefix")
 
 EXAMPLES = int(os.environ.get("KVCONFORM_GENERATED_EXAMPLES", "200"))
 

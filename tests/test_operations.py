@@ -115,6 +115,7 @@ def test_the_python_adapter_interface_follows_the_table(name: str) -> None:
         adapter_interface.KeyAdapter,
         adapter_interface.VerifyAdapter,
         adapter_interface.PlanValidityAdapter,
+        adapter_interface.PrefixCacheAdapter,
     )
     (owner,) = [p for p in protocols if name in vars(p)]
     signature = inspect.signature(getattr(owner, spec.method))
@@ -392,7 +393,7 @@ def test_the_table_gives_the_generated_checks_what_they_judge_by() -> None:
     # operation makes, the first word of its name.
     known = set(suite.requirements())
     makes = {spec.makes for spec in ops.TABLE if spec.makes}
-    assert makes == {"model", "cache", "session"}
+    assert makes == {"model", "cache", "session", "prefix", "tier", "lora", "request"}
     for spec in ops.TABLE:
         assert spec.cites and set(spec.cites) <= known, spec.name
         assert (spec.result == "u64") == (spec.relation is not None), spec.name

@@ -35,6 +35,13 @@ NEWLINE = b"\n"
 NO_CARGO = "cargo not found: the Rust adapter was NOT tested (install a Rust toolchain to run it)"
 
 
+def _prefix_cache(result: runner.CaseResult) -> bool:
+    """A case of the class prefix_cache, which the Rust adapter does not claim yet: its
+    implementation there is a later part of issue 27 (CONF-16 lets an adapter leave the
+    class out)."""
+    return result.reason.endswith("does not declare the class prefix_cache")
+
+
 def _sources() -> list[Path]:
     return [CRATE / "Cargo.toml", *(CRATE / "src").rglob("*.rs")]
 
@@ -94,7 +101,7 @@ def test_every_declaration_of_the_rust_adapter_passes(binary: Path, name: str) -
     unexplained = [
         f"{r.case.id}: {r.reason}"
         for r in results
-        if r.verdict == "not_applicable" and not for_another_option(r)
+        if r.verdict == "not_applicable" and not for_another_option(r) and not _prefix_cache(r)
     ]
     assert not unexplained, "\n".join(unexplained)
     assert sum(r.verdict == "passed" for r in results) > len(results) // 2
@@ -118,7 +125,9 @@ def test_whole_suite_passes_against_the_rust_adapter(binary: Path) -> None:
     not_applicable = [
         result
         for result in results
-        if result.verdict == "not_applicable" and not for_another_option(result)
+        if result.verdict == "not_applicable"
+        and not for_another_option(result)
+        and not _prefix_cache(result)
     ]
     summary = (
         f"{len(results)} cases: {verdicts['passed']} passed, {verdicts['failed']} failed, "

@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeAlias
 from kvconform import limits
 
 #: The conformance classes (CONF-1).
-CLASSES = ("hash", "identity", "plan", "signature", "verify", "plan_validity")
+CLASSES = ("hash", "identity", "plan", "signature", "verify", "plan_validity", "prefix_cache")
 #: Classes that a class depends on (CONF-1, CONF-10).
 CLASS_REQUIRES: Mapping[str, tuple[str, ...]] = {
     "plan": ("identity",),
@@ -183,6 +183,11 @@ def _orders() -> tuple[str, ...]:
     return tuple(",".join(p) for p in permutations(SHAPE_FIELDS))
 
 
+#: The values of the option ``prefix_block_size`` (PREFIX-6): any size the harness
+#: creates a prefix cache with, or the one size an engine supports.
+PREFIX_BLOCK_SIZES = ("any", "1", "2", "4", "8", "16", "32", "64", "128", "256")
+
+
 #: Every option of this specification (CONF-6), by name.
 OPTIONS: Mapping[str, OptionSpec] = {
     o.name: o
@@ -201,6 +206,16 @@ OPTIONS: Mapping[str, OptionSpec] = {
         OptionSpec("replace_layer_shape", ("refuse", "regrow"), "refuse", "ALLOC-19"),
         OptionSpec("clear_storage", ("reallocate", "release"), "reallocate", "ALLOC-20"),
         OptionSpec("append_empty", ("accept", "refuse"), "accept", "ALLOC-21"),
+        # The class prefix_cache (CONF-16, spec/prefix.md).
+        OptionSpec("prefix_partial", ("none", "tokens"), "none", "PREFIX-5"),
+        OptionSpec("prefix_block_size", PREFIX_BLOCK_SIZES, "any", "PREFIX-6"),
+        OptionSpec("prefix_adapter_identity", ("instance", "content"), "instance", "PREFIX-8"),
+        OptionSpec("prefix_media_identity", ("content", "caller"), "content", "PREFIX-11"),
+        OptionSpec("prefix_salt_scope", ("root", "every_block"), "root", "PREFIX-13"),
+        OptionSpec("prefix_empty_salt", ("distinct", "refuse"), "distinct", "PREFIX-14"),
+        OptionSpec("prefix_key", ("digest", "verified"), "digest", "PREFIX-19"),
+        OptionSpec("prefix_root", ("seeded", "per_process"), "seeded", "PREFIX-20"),
+        OptionSpec("prefix_tier", ("none", "shared"), "none", "PREFIX-21"),
     )
 }
 
@@ -249,6 +264,19 @@ DECISIONS: Mapping[str, tuple[str, ...]] = {
     "key-window": ("PLAN-25",),
     "plan-validity-outcomes": ("PLAN-19", "PLAN-20"),
     "guarded-rebind": ("PLAN-21", "PLAN-22", "PLAN-24", "PLAN-26", "PLAN-27"),
+    # The class prefix_cache rests on decisions, not on the seeds (spec/prefix.md).
+    "prefix-observable-reuse": ("PREFIX-1", "PREFIX-2", "PREFIX-3", "PREFIX-4", "PREFIX-18"),
+    "prefix-partial": ("PREFIX-5",),
+    "prefix-block-size": ("PREFIX-6",),
+    "prefix-adapter-identity": ("PREFIX-7", "PREFIX-8"),
+    "prefix-media-identity": ("PREFIX-9", "PREFIX-10", "PREFIX-11"),
+    "prefix-propagation": ("PREFIX-12",),
+    "prefix-salt": ("PREFIX-13", "PREFIX-15"),
+    "prefix-empty-salt": ("PREFIX-14",),
+    "prefix-typed-extras": ("PREFIX-16", "PREFIX-17"),
+    "prefix-key-strength": ("PREFIX-19",),
+    "prefix-chain-root": ("PREFIX-20",),
+    "prefix-shared-tier": ("PREFIX-21", "PREFIX-22"),
 }
 
 #: Requirements a generated counterexample may bear on that state an option's
@@ -269,6 +297,15 @@ OPTION_DECISIONS: Mapping[str, str] = {
     "ALLOC-19": "replace-other-shape",
     "ALLOC-20": "clear-storage",
     "ALLOC-21": "append-empty",
+    "PREFIX-5": "prefix-partial",
+    "PREFIX-6": "prefix-block-size",
+    "PREFIX-8": "prefix-adapter-identity",
+    "PREFIX-11": "prefix-media-identity",
+    "PREFIX-13": "prefix-salt",
+    "PREFIX-14": "prefix-empty-salt",
+    "PREFIX-19": "prefix-key-strength",
+    "PREFIX-20": "prefix-chain-root",
+    "PREFIX-21": "prefix-shared-tier",
 }
 
 
@@ -454,8 +491,10 @@ class AdapterInfo:
         for name, value in self.options.items():
             spec = OPTIONS.get(name)
             if spec is None:
-                known = ", ".join(OPTIONS)
-                found.append(f"options.{_shown(name)}: no such option (the options are {known})")
+                found.append(
+                    f"options.{_shown(name)}: no such option (spec/README.md, Decisions, "
+                    f"lists the {len(OPTIONS)} options)"
+                )
             elif value not in spec.values:
                 found.append(
                     f"options.{name}: {_shown(value)} is not one of {', '.join(spec.values)}"
@@ -486,6 +525,11 @@ class AdapterInfo:
         if not fixed and self.key_schema is not None:
             found.append(
                 "capabilities.key_schema is given but options.plan_key_params is not fixed"
+            )
+        if self.option("prefix_root") == "per_process" and self.option("prefix_tier") == "shared":
+            found.append(
+                "options.prefix_root is per_process but options.prefix_tier is shared: a "
+                "shared tier needs keys equal in every process (PREFIX-20)"
             )
         for family, params in (self.key_schema or {}).items():
             for pname, ptype in params.items():

@@ -77,6 +77,7 @@ MODULES = (
     "teeth",
     "widths",
     "storage_options",
+    "prefix",
 )
 
 

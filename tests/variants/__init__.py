@@ -72,6 +72,7 @@ MODULES = (
     "rebind_early",
     "upstream_shapes",
     "float_counts",
+    "prefix",
 )
 
 

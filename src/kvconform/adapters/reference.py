@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import cast
 
 import numpy as np
-from kvconform_reference import errors, hasher, kv_cache, model, plan, signature, verify
+from kvconform_reference import errors, hasher, kv_cache, model, plan, prefix, signature, verify
 
 from kvconform import __version__
 from kvconform.values import (
@@ -156,7 +156,7 @@ class ReferenceAdapter:
     #: The classes claimed; a subclass whose plans lack the three-valued validity
     #: and the rebind leaves ``plan_validity`` out (CONF-10).
     classes: frozenset[str] = frozenset(
-        {"hash", "identity", "plan", "signature", "verify", "plan_validity"}
+        {"hash", "identity", "plan", "signature", "verify", "plan_validity", "prefix_cache"}
     )
 
     def __init__(
@@ -172,6 +172,9 @@ class ReferenceAdapter:
         options = {}
         if self.profile.revision != "split_width":
             options["profile_v2_revision"] = self.profile.revision
+        if "prefix_cache" in self.classes:
+            # A chain with a seeded root can address a tier every process reads (PREFIX-20).
+            options["prefix_tier"] = "shared"
         return AdapterInfo(
             name="kvconform-reference",
             version=__version__,
@@ -335,6 +338,54 @@ class ReferenceAdapter:
         except errors.SignatureError as exc:
             return fault_of(exc)
         return to_signature(verified.signature)
+
+    # prefix_cache
+    def prefix_new(
+        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+    ) -> prefix.PrefixCache:
+        return prefix.PrefixCache(
+            block_size, prefix.EngineConfig(model_name, kv_dtype, layout, shard)
+        )
+
+    def tier_new(self) -> prefix.SharedTier:
+        return prefix.SharedTier()
+
+    def prefix_attach(self, cache: prefix.PrefixCache, tier: prefix.SharedTier) -> None:
+        cache.tier = tier
+
+    def lora_load(
+        self, cache: prefix.PrefixCache, adapter_name: str, weights: str
+    ) -> prefix.Adapter:
+        return prefix.Adapter(adapter_name, weights)
+
+    def request_new(self, tokens: str, salt: str | None, user_key: str | None) -> prefix.Request:
+        return prefix.Request(prefix.parse_tokens(tokens), salt, user_key)
+
+    def request_lora(self, request: prefix.Request, lora: prefix.Adapter) -> None:
+        request.adapter = lora
+
+    def request_media(
+        self,
+        request: prefix.Request,
+        start: int,
+        length: int,
+        content: str,
+        width: int,
+        height: int,
+        caller_id: str | None,
+    ) -> None:
+        request.media.append(prefix.MediaItem(start, length, content, width, height, caller_id))
+
+    def request_embeds(
+        self, request: prefix.Request, start: int, length: int, content: str
+    ) -> None:
+        request.embeds.append(prefix.Embeds(start, length, content))
+
+    def prefix_store(self, cache: prefix.PrefixCache, request: prefix.Request) -> None:
+        cache.store(request)
+
+    def prefix_lookup(self, cache: prefix.PrefixCache, request: prefix.Request) -> int:
+        return cache.lookup(request)
 
 
 def _step(step: StepInputs) -> plan.StepInputs:

@@ -40,6 +40,21 @@ def option_not_declared(case: Case, info: AdapterInfo) -> str | None:
         declared = info.option(name)
         if declared != value:
             return f"assumes {name}: {value}; {info.name} declares {name}: {declared} (CONF-6)"
+    return _other_block_size(case, info)
+
+
+def _other_block_size(case: Case, info: AdapterInfo) -> str | None:
+    """The case makes a prefix cache of a block size the implementation does not have
+    (option ``prefix_block_size``, PREFIX-6)."""
+    fixed = info.option("prefix_block_size")
+    if fixed == "any":
+        return None
+    for op in case.program:
+        if isinstance(op, ops.PrefixNew) and str(op.block_size) != fixed:
+            return (
+                f"makes a prefix cache of block size {op.block_size}; {info.name} declares "
+                f"prefix_block_size: {fixed}, PREFIX-6 (CONF-6)"
+            )
     return None
 
 

@@ -355,8 +355,8 @@ class _Compiler:
             elif f.kind in ("count", "count_or_null"):
                 if not isinstance(raw, int) or isinstance(raw, bool) or raw < 0:
                     raise self._fail(path, f"{f.name} must be a non-negative integer")
-            elif f.kind in ("str", "bool"):
-                wanted = str if f.kind == "str" else bool
+            elif f.kind in ("str", "str_or_null", "bool"):
+                wanted = bool if f.kind == "bool" else str
                 if not isinstance(raw, wanted):
                     raise self._fail(path, f"{f.name} must be a {wanted.__name__}")
             else:

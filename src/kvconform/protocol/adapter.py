@@ -118,3 +118,52 @@ class PlanValidityAdapter(KeyAdapter, Protocol):
         ...
 
     def session_rebind(self, session: Handle, cache: Handle) -> Fault | None: ...
+
+
+@runtime_checkable
+class PrefixCacheAdapter(Adapter, Protocol):
+    """Class ``prefix_cache``: which leading positions a request would reuse (PREFIX-1)."""
+
+    def prefix_new(
+        self,
+        block_size: int,
+        model: str,
+        kv_dtype: str,
+        layout: str,
+        shard: str,
+    ) -> Handle:
+        """A prefix cache: one engine process computing for this model, dtype, layout, shard."""
+        ...
+
+    def tier_new(self) -> Handle:
+        """A shared tier, empty: storage outside every process."""
+        ...
+
+    def prefix_attach(self, prefix: Handle, tier: Handle) -> None:
+        """``prefix`` writes what it stores to ``tier`` and reads from it on a lookup."""
+        ...
+
+    def lora_load(self, prefix: Handle, adapter_name: str, weights: str) -> Handle:
+        """An adapter instance loaded into ``prefix``'s process; ``weights`` labels its weights."""
+        ...
+
+    def request_new(self, tokens: str, salt: str | None, user_key: str | None) -> Handle | Fault:
+        """A request; ``tokens`` are decimal ids separated by single spaces."""
+        ...
+
+    def request_lora(self, request: Handle, lora: Handle) -> None: ...
+    def request_media(
+        self,
+        request: Handle,
+        start: int,
+        length: int,
+        content: str,
+        width: int,
+        height: int,
+        caller_id: str | None,
+    ) -> None: ...
+    def request_embeds(self, request: Handle, start: int, length: int, content: str) -> None: ...
+    def prefix_store(self, prefix: Handle, request: Handle) -> None: ...
+    def prefix_lookup(self, prefix: Handle, request: Handle) -> int:
+        """The number of leading positions of ``request`` that ``prefix`` would reuse."""
+        ...

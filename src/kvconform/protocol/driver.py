@@ -76,6 +76,8 @@ def call(adapter: Any, handles: Handles, op: ops.Op) -> Any:
     value = getattr(adapter, spec.method)(*args, **keywords)
     del args, keywords
     if spec.binds is not None:
+        if isinstance(value, Fault):  # a refusal to make it: nothing is bound
+            return value
         handles.bind(getattr(op, spec.binds), value)
         return None
     if spec.releases:

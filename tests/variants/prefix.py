@@ -1,0 +1,630 @@
+"""Correct prefix caches in the shapes of the engines people run (spec/prefix.md).
+
+Each is written from scratch, not from the reference's prefix module, in the shape
+of one engine of issue 27 with that engine's legitimate choices (declared as the
+options of CONF-6) and without its known bugs. Everything outside the class
+``prefix_cache`` is the reference's.
+
+- :class:`VllmLikeChain`: a SHA-256 chain over full blocks, extras a tagged tuple per
+  block, the salt on the first block only, a random root per process, no tier;
+- :class:`SglangLikeRadixTree`: an exact radix tree over pages whose children are
+  keyed by a typed namespace and the page, the salt in every node, the empty salt
+  refused, and a SHA-256 storage tier with a model, dtype, layout and shard suffix;
+- :class:`TrtLlmLikeMix`: a fixed-width (64-bit) mix per block in a tree that
+  compares whole block keys on a hit, partial matching token by token, media
+  identified by the caller's id;
+- :class:`NanoVllmLikeChain`: a 64-bit hash table over full blocks whose hits are
+  verified against the stored block and its parent, at one fixed block size;
+- :class:`LmcacheLikeTier`: a chain whose chunk hashes key a shared tier as
+  ``(model, shard, dtype, layout, chunk hash)``, adapters identified by content;
+- :class:`LongestCommonPrefix`: no key at all, the stored sequence with the longest
+  common prefix of per-position identities (the llama.cpp server's slots).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+from kvconform.adapters.reference import ReferenceAdapter
+from kvconform.values import AdapterInfo, Fault
+
+from . import variant
+
+# --- what every shape receives: a request and its discriminants ---------------------
+
+_next_load = [0]
+
+
+@dataclass(frozen=True)
+class Lora:
+    name: str
+    weights: str
+    load: int  # never reused within the process
+
+    @property
+    def weights_digest(self) -> str:
+        return hashlib.sha256(self.weights.encode()).hexdigest()
+
+
+@dataclass
+class Req:
+    tokens: list[int]
+    salt: str | None
+    user_key: str | None
+    lora: Lora | None = None
+    #: ("media", content, width, height, start, length, caller_id) or
+    #: ("embeds", content, start, length)
+    spans: list[tuple[Any, ...]] = field(default_factory=list)
+
+
+def _tokens(text: str) -> list[int]:
+    return [int(word) for word in text.split(" ")]
+
+
+def _covering(req: Req, first: int, end: int) -> list[tuple[Any, ...]]:
+    """The spans covering any position of ``[first, end)``, in a fixed order."""
+    out = []
+    for span in req.spans:
+        start, length = (span[4], span[5]) if span[0] == "media" else (span[2], span[3])
+        if start < end and first < start + length:
+            out.append(span)
+    return sorted(out, key=repr)
+
+
+class _PrefixShape(ReferenceAdapter):
+    """The request-building operations every shape shares; the store is its own."""
+
+    #: Options the shape declares (CONF-6), beside the reference's own.
+    prefix_options: ClassVar[Mapping[str, str]] = MappingProxyType({})
+
+    def describe(self) -> AdapterInfo:
+        info = super().describe()
+        options = {k: v for k, v in info.options.items() if not k.startswith("prefix_")}
+        return replace(info, options={**options, **self.prefix_options})
+
+    def lora_load(self, engine: object, adapter_name: str, weights: str) -> Lora:
+        _next_load[0] += 1
+        return Lora(adapter_name, weights, _next_load[0])
+
+    def request_new(self, tokens: str, salt: str | None, user_key: str | None) -> Req | Fault:
+        return Req(_tokens(tokens), salt, user_key)
+
+    def request_lora(self, request: Req, lora: Lora) -> None:
+        request.lora = lora
+
+    def request_media(
+        self,
+        request: Req,
+        start: int,
+        length: int,
+        content: str,
+        width: int,
+        height: int,
+        caller_id: str | None,
+    ) -> None:
+        request.spans.append(("media", content, width, height, start, length, caller_id))
+
+    def request_embeds(self, request: Req, start: int, length: int, content: str) -> None:
+        request.spans.append(("embeds", content, start, length))
+
+
+# --- vLLM-like: a SHA-256 chain, salt on the root block, random root per process -----
+
+
+class _VllmEngine:
+    def __init__(self, block_size: int) -> None:
+        self.block_size = block_size
+        self.root = os.urandom(32)  # like vLLM without PYTHONHASHSEED: never shared
+        self.cached: set[bytes] = set()
+
+    def _extras(self, req: Req, index: int) -> list[Any]:
+        first = index * self.block_size
+        extras: list[Any] = []
+        if req.lora is not None:
+            extras.append(["lora", req.lora.load])  # the instance, not the name
+        for span in _covering(req, first, first + self.block_size):
+            if span[0] == "media":
+                _, content, width, height, start, length, _caller = span
+                digest = hashlib.sha256(f"{width}x{height}:{content}".encode()).hexdigest()
+                extras.append(["mm", digest, start - first, length])
+            else:
+                _, content, start, length = span
+                extras.append(["embeds", hashlib.sha256(content.encode()).hexdigest(),
+                               start - first, length])  # fmt: skip
+        if index == 0:  # the salt and the user key on the first block only
+            extras.append(["salt", req.salt])
+            extras.append(["user_key", req.user_key])
+        return extras
+
+    def hashes(self, req: Req) -> list[bytes]:
+        out, parent = [], self.root
+        for index in range(len(req.tokens) // self.block_size):
+            block = req.tokens[index * self.block_size : (index + 1) * self.block_size]
+            payload = json.dumps([parent.hex(), block, self._extras(req, index)])
+            parent = hashlib.sha256(payload.encode()).digest()
+            out.append(parent)
+        return out
+
+
+@variant(
+    "prefix-vllm-like-chain",
+    "a SHA-256 chain over full blocks with tagged extras per block (adapter instance, "
+    "media with its offset in the block, embeddings), the salt and user key on the "
+    "first block only, a random root per process and no shared tier",
+)
+class VllmLikeChain(_PrefixShape):
+    prefix_options = MappingProxyType({"prefix_root": "per_process", "prefix_salt_scope": "root"})
+
+    def prefix_new(
+        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+    ) -> _VllmEngine:
+        return _VllmEngine(block_size)
+
+    def prefix_store(self, engine: _VllmEngine, request: Req) -> None:
+        engine.cached.update(engine.hashes(request))
+
+    def prefix_lookup(self, engine: _VllmEngine, request: Req) -> int:
+        hits = 0
+        for h in engine.hashes(request):
+            if h not in engine.cached:
+                break
+            hits += 1
+        return hits * engine.block_size
+
+
+# --- SGLang-like: an exact radix tree over pages, a typed namespace, a storage tier --
+
+
+@dataclass
+class _Node:
+    children: dict[tuple[Any, ...], _Node] = field(default_factory=dict)
+
+
+class _Storage:
+    """HiCache-like storage: SHA-256 over each page, chained, with a suffix."""
+
+    def __init__(self) -> None:
+        self.pages: set[str] = set()
+
+
+class _SglangEngine:
+    def __init__(self, page: int, suffix: tuple[str, ...]) -> None:
+        self.page = page
+        self.suffix = suffix
+        self.root = _Node()
+        self.storage: _Storage | None = None
+
+    def _namespace(self, req: Req) -> tuple[Any, ...]:
+        # typed members, never joined into one string (the fix of SGLang #24638)
+        lora = None if req.lora is None else ("lora-instance", req.lora.load)
+        return (("salt", req.salt), ("extra_key", req.user_key), lora)
+
+    def _portable_namespace(self, req: Req) -> tuple[Any, ...]:
+        lora = None if req.lora is None else ("lora-weights", req.lora.weights_digest)
+        return (("salt", req.salt), ("extra_key", req.user_key), lora)
+
+    def pages(self, req: Req, namespace: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        out = []
+        for index in range(len(req.tokens) // self.page):
+            first = index * self.page
+            spans = tuple(
+                (s[0], s[1], s[2], s[3], s[4], s[5]) if s[0] == "media" else s
+                for s in _covering(req, first, first + self.page)
+            )  # media by content and shape, placed absolutely; the caller's id unused
+            out.append((namespace, tuple(req.tokens[first : first + self.page]), spans))
+        return out
+
+    def storage_keys(self, req: Req) -> list[str]:
+        keys, parent = [], ""
+        for page in self.pages(req, self._portable_namespace(req)):
+            parent = hashlib.sha256(repr((parent, page, self.suffix)).encode()).hexdigest()
+            keys.append(parent)
+        return keys
+
+
+@variant(
+    "prefix-sglang-like-radix-tree",
+    "an exact radix tree over pages, each child keyed by the typed namespace (salt, "
+    "extra key, adapter instance) and the page's tokens and media, so the salt is in "
+    "every node; the empty salt refused; a HiCache-like SHA-256 storage tier chained "
+    "over pages with a model, dtype, layout and shard suffix",
+)
+class SglangLikeRadixTree(_PrefixShape):
+    prefix_options = MappingProxyType(
+        {
+            "prefix_salt_scope": "every_block",
+            "prefix_empty_salt": "refuse",
+            "prefix_key": "verified",
+            "prefix_tier": "shared",
+        }
+    )
+
+    def request_new(self, tokens: str, salt: str | None, user_key: str | None) -> Req | Fault:
+        if salt == "":
+            return Fault("empty_salt", "salt", None, {}, "salt: must not be empty")
+        return super().request_new(tokens, salt, user_key)
+
+    def prefix_new(
+        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+    ) -> _SglangEngine:
+        return _SglangEngine(block_size, (model_name, kv_dtype, layout, shard, str(block_size)))
+
+    def tier_new(self) -> _Storage:
+        return _Storage()
+
+    def prefix_attach(self, engine: _SglangEngine, tier: _Storage) -> None:
+        engine.storage = tier
+
+    def prefix_store(self, engine: _SglangEngine, request: Req) -> None:
+        node = engine.root
+        for page in engine.pages(request, engine._namespace(request)):
+            node = node.children.setdefault(page, _Node())
+        if engine.storage is not None:
+            engine.storage.pages.update(engine.storage_keys(request))
+
+    def prefix_lookup(self, engine: _SglangEngine, request: Req) -> int:
+        node: _Node | None = engine.root
+        in_memory = 0
+        for page in engine.pages(request, engine._namespace(request)):
+            node = node.children.get(page) if node is not None else None
+            if node is None:
+                break
+            in_memory += 1
+        in_storage = 0
+        if engine.storage is not None:
+            for key in engine.storage_keys(request):
+                if key not in engine.storage.pages:
+                    break
+                in_storage += 1
+        return max(in_memory, in_storage) * engine.page
+
+
+# --- TensorRT-LLM-like: a 64-bit mix, whole keys compared, partial matching ----------
+
+
+_MASK = (1 << 64) - 1
+
+
+def _mix(h: int, value: int) -> int:
+    """A fixed-width mix of one 64-bit word (a splitmix64-style finaliser)."""
+    h ^= (value + 0x9E3779B97F4A7C15 + (h << 6) + (h >> 2)) & _MASK
+    h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & _MASK
+    return h ^ (h >> 31)
+
+
+def _word(text: str | None) -> list[int]:
+    """A string as its length and its 8-byte words, or one word for "absent"."""
+    if text is None:
+        return [_MASK]
+    data = text.encode()
+    return [len(data)] + [
+        int.from_bytes(data[i : i + 8].ljust(8, b"\0"), "little") for i in range(0, len(data), 8)
+    ]
+
+
+@dataclass
+class _TrtBlock:
+    key: tuple[Any, ...]  # the whole block key, compared on every hit
+    children: dict[int, list[_TrtBlock]] = field(default_factory=dict)
+
+
+class _TrtEngine:
+    def __init__(self, tokens_per_block: int) -> None:
+        self.size = tokens_per_block
+        self.root = _TrtBlock(())
+
+    def position_ids(self, req: Req) -> list[tuple[Any, ...]]:
+        """Each position as its token and the items over it (start offset and shape)."""
+        out: list[tuple[Any, ...]] = []
+        for p, token in enumerate(req.tokens):
+            over = []
+            for s in _covering(req, p, p + 1):
+                if s[0] == "media":  # the caller's id (TensorRT-LLM's mm hash), with placement
+                    over.append(("mm", s[6], s[2], s[3], s[4], s[5]))
+                else:
+                    over.append(("embeds", s[1], s[2], s[3]))
+            out.append((token, tuple(over)))
+        return out
+
+    def root_key(self, req: Req) -> tuple[Any, ...]:
+        lora = None if req.lora is None else req.lora.load  # a task id never recycled
+        return ("salt", req.salt, "extra", req.user_key, "lora", lora)
+
+    def blocks(self, req: Req) -> list[tuple[int, tuple[Any, ...]]]:
+        """(mixed key, whole key) per block, the last one possibly partial."""
+        ids = self.position_ids(req)
+        out = []
+        parent = 0
+        for first in range(0, len(ids), self.size):
+            chunk = tuple(ids[first : first + self.size])
+            whole = (self.root_key(req), chunk) if first == 0 else ((), chunk)
+            h = _mix(parent, len(chunk))
+            if first == 0:
+                for part in (req.salt, req.user_key):
+                    for w in _word(part):
+                        h = _mix(h, w)
+                h = _mix(h, _MASK if req.lora is None else req.lora.load)
+            for token, over in chunk:
+                h = _mix(h, token)
+                for item in over:
+                    for w in _word(repr(item)):
+                        h = _mix(h, w)
+            out.append((h, whole))
+            parent = h
+        return out
+
+
+@variant(
+    "prefix-trtllm-like-mix",
+    "a 64-bit mix per block (count, parent, salt on the root, tokens with their media, "
+    "adapter task id) in a tree that compares whole block keys on a hit; partial blocks "
+    "stored and matched token by token; media identified by the caller's id",
+)
+class TrtLlmLikeMix(_PrefixShape):
+    prefix_options = MappingProxyType(
+        {
+            "prefix_partial": "tokens",
+            "prefix_key": "verified",
+            "prefix_media_identity": "caller",
+        }
+    )
+
+    def request_media(
+        self,
+        request: Req,
+        start: int,
+        length: int,
+        content: str,
+        width: int,
+        height: int,
+        caller_id: str | None,
+    ) -> None:
+        # without a caller's id the engine hashes the content itself
+        identity = caller_id if caller_id is not None else "content:" + content
+        request.spans.append(("media", content, width, height, start, length, identity))
+
+    def prefix_new(
+        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+    ) -> _TrtEngine:
+        return _TrtEngine(block_size)
+
+    def prefix_store(self, engine: _TrtEngine, request: Req) -> None:
+        node = engine.root
+        for h, whole in engine.blocks(request):
+            same = [b for b in node.children.get(h, []) if b.key == whole]
+            if same:
+                node = same[0]
+                continue
+            child = _TrtBlock(whole)
+            node.children.setdefault(h, []).append(child)
+            node = child
+
+    def prefix_lookup(self, engine: _TrtEngine, request: Req) -> int:
+        node, reused = engine.root, 0
+        for h, whole in engine.blocks(request):
+            same = [b for b in node.children.get(h, []) if b.key == whole]
+            if same:
+                node = same[0]
+                reused += len(whole[1])
+                continue
+            # partial matching: the longest leading run of equal positions in a child
+            best = 0
+            for siblings in node.children.values():
+                for b in siblings:
+                    if b.key[0] != whole[0]:
+                        continue
+                    n = 0
+                    for mine, theirs in zip(whole[1], b.key[1], strict=False):
+                        if mine != theirs:
+                            break
+                        n += 1
+                    best = max(best, n)
+            return reused + best
+        return reused
+
+
+# --- nano-vllm-like: a 64-bit table verified on every hit, one block size ------------
+
+
+@dataclass
+class _NanoBlock:
+    parent: _NanoBlock | None
+    record: tuple[Any, ...]
+
+
+def _h64(parent: int, record: tuple[Any, ...]) -> int:
+    data = (parent & _MASK).to_bytes(8, "little") + repr(record).encode()
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+class _NanoEngine:
+    def __init__(self, block_size: int) -> None:
+        self.block_size = block_size
+        self.table: dict[int, _NanoBlock] = {}
+
+    def records(self, req: Req) -> list[tuple[Any, ...]]:
+        out = []
+        lora = None if req.lora is None else req.lora.load
+        for index in range(len(req.tokens) // self.block_size):
+            first = index * self.block_size
+            tokens = tuple(req.tokens[first : first + self.block_size])
+            spans = tuple(
+                s[:6] if s[0] == "media" else s
+                for s in _covering(req, first, first + self.block_size)
+            )
+            namespace = (req.salt, req.user_key, lora) if index == 0 else ()
+            out.append((namespace, tokens, spans))
+        return out
+
+    def walk(self, req: Req, store: bool) -> int:
+        parent_hash, parent_block, hits = -1, None, 0
+        for record in self.records(req):
+            h = _h64(parent_hash, record)
+            block = self.table.get(h)
+            # a hit only when the stored block is this one: the same record after the
+            # same parent block (nano-vllm compares the stored token ids)
+            if block is None or block.record != record or block.parent is not parent_block:
+                if not store:
+                    return hits * self.block_size
+                block = _NanoBlock(parent_block, record)
+                self.table[h] = block
+            hits += 1
+            parent_hash, parent_block = h, block
+        return hits * self.block_size
+
+
+@variant(
+    "prefix-nano-vllm-like-chain",
+    "a 64-bit hash per full block from the parent's hash and the block's tokens and "
+    "extras, each hit verified against the stored block and its parent; a fixed block "
+    "size of 4",
+)
+class NanoVllmLikeChain(_PrefixShape):
+    prefix_options = MappingProxyType({"prefix_key": "verified", "prefix_block_size": "4"})
+
+    def prefix_new(
+        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+    ) -> _NanoEngine:
+        if block_size != 4:
+            raise ValueError("this engine's blocks hold 4 positions")
+        return _NanoEngine(block_size)
+
+    def prefix_store(self, engine: _NanoEngine, request: Req) -> None:
+        engine.walk(request, store=True)
+
+    def prefix_lookup(self, engine: _NanoEngine, request: Req) -> int:
+        return engine.walk(request, store=False)
+
+
+# --- LMCache-like: chunk hashes chained like vLLM's, keying a shared tier -----------
+
+
+class _LmcacheStore:
+    def __init__(self) -> None:
+        self.keys: set[tuple[str, str, str, str, str]] = set()
+
+
+class _LmcacheEngine:
+    def __init__(self, chunk: int, model: str, dtype: str, layout: str, shard: str) -> None:
+        self.chunk = chunk
+        self.meta = (model, shard, dtype, layout)
+        self.local: set[str] = set()
+        self.store: _LmcacheStore | None = None
+
+    def chunk_hashes(self, req: Req) -> list[str]:
+        lora = None if req.lora is None else req.lora.weights_digest  # content identity
+        tags = {"salt": req.salt, "user_key": req.user_key, "lora": lora}
+        parent = hashlib.sha256(json.dumps(tags, sort_keys=True).encode()).hexdigest()
+        out = []
+        for index in range(len(req.tokens) // self.chunk):
+            first = index * self.chunk
+            spans = [
+                list(s[:6]) if s[0] == "media" else list(s)
+                for s in _covering(req, first, first + self.chunk)
+            ]
+            body = json.dumps([parent, req.tokens[first : first + self.chunk], spans])
+            parent = hashlib.sha256(body.encode()).hexdigest()
+            out.append(parent)
+        return out
+
+    def engine_keys(self, req: Req) -> list[tuple[str, str, str, str, str]]:
+        model, shard, dtype, layout = self.meta
+        return [(model, shard, dtype, layout, h) for h in self.chunk_hashes(req)]
+
+
+@variant(
+    "prefix-lmcache-like-tier",
+    "chunk hashes chained like vLLM's with tagged extras, keying a shared tier as "
+    "(model, shard, dtype, layout, chunk hash); adapters identified by a digest of "
+    "their weights, so equal weights share",
+)
+class LmcacheLikeTier(_PrefixShape):
+    prefix_options = MappingProxyType(
+        {"prefix_tier": "shared", "prefix_adapter_identity": "content"}
+    )
+
+    def prefix_new(
+        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+    ) -> _LmcacheEngine:
+        return _LmcacheEngine(block_size, model_name, kv_dtype, layout, shard)
+
+    def tier_new(self) -> _LmcacheStore:
+        return _LmcacheStore()
+
+    def prefix_attach(self, engine: _LmcacheEngine, tier: _LmcacheStore) -> None:
+        engine.store = tier
+
+    def prefix_store(self, engine: _LmcacheEngine, request: Req) -> None:
+        engine.local.update(engine.chunk_hashes(request))
+        if engine.store is not None:
+            engine.store.keys.update(engine.engine_keys(request))
+
+    def prefix_lookup(self, engine: _LmcacheEngine, request: Req) -> int:
+        found = 0
+        remote = engine.engine_keys(request)
+        for index, h in enumerate(engine.chunk_hashes(request)):
+            shared = engine.store is not None and remote[index] in engine.store.keys
+            if h not in engine.local and not shared:
+                break
+            found += 1
+        return found * engine.chunk
+
+
+# --- llama.cpp-server-like: the longest common prefix, no key ------------------------
+
+
+class _Slots:
+    def __init__(self) -> None:
+        self.sequences: list[tuple[tuple[Any, ...], list[tuple[Any, ...]]]] = []
+
+
+def _positions(req: Req) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
+    """The namespace, and each position as its token and the items over it."""
+    lora = None if req.lora is None else ("lora", req.lora.load)
+    namespace = (("salt", req.salt), ("user_key", req.user_key), lora)
+    positions = []
+    for p, token in enumerate(req.tokens):
+        over = tuple(s[:6] if s[0] == "media" else s for s in _covering(req, p, p + 1))
+        positions.append((token, over))
+    return namespace, positions
+
+
+def _common(a: Sequence[Any], b: Sequence[Any]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+@variant(
+    "prefix-longest-common-prefix",
+    "no key: every stored sequence is kept whole and a lookup answers the longest common "
+    "prefix of per-position identities (token and the items over it) among the stored "
+    "sequences of the same namespace, position by position",
+)
+class LongestCommonPrefix(_PrefixShape):
+    prefix_options = MappingProxyType({"prefix_partial": "tokens", "prefix_key": "verified"})
+
+    def prefix_new(
+        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+    ) -> _Slots:
+        return _Slots()
+
+    def prefix_store(self, slots: _Slots, request: Req) -> None:
+        slots.sequences.append(_positions(request))
+
+    def prefix_lookup(self, slots: _Slots, request: Req) -> int:
+        namespace, positions = _positions(request)
+        return max(
+            (_common(positions, seq) for ns, seq in slots.sequences if ns == namespace),
+            default=0,
+        )
