@@ -5,7 +5,7 @@ while it is live, a hook toggled only if the model's configuration declares it,
 shapes and counts are positive where the operations require it), so the
 reference answers every operation; what varies is everything an implementation
 can get wrong. Every value a program holds can be written in a scenario file
-(:mod:`kvconform.harness.export`; NaN payloads by their bits), so any
+(:mod:`kvconform.differential.export`; NaN payloads by their bits), so any
 counterexample can be replayed.
 
 A program is written by a plain function of a :class:`Source` of integer
