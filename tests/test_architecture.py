@@ -85,9 +85,9 @@ def layer_of(name: str) -> int:
     best: tuple[int, int] | None = None
     for index, (_, members) in enumerate(LAYERS):
         for member in members:
-            if name == member or name.startswith(member + "."):
-                if best is None or len(member) > best[0]:
-                    best = (len(member), index)
+            inside = name == member or name.startswith(member + ".")
+            if inside and (best is None or len(member) > best[0]):
+                best = (len(member), index)
     if best is None:
         raise LookupError(name)
     return best[1]
