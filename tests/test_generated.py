@@ -42,6 +42,7 @@ from kvconform.differential.engine import (
     program_source,
     run_property,
 )
+from kvconform.harness.generated import GeneratedCheck
 from kvconform.harness.yamlsource import Document, validate
 from kvconform.protocol import operations as ops
 from kvconform.protocol.client import StdioDriver
@@ -267,11 +268,7 @@ def test_a_writer_that_raises_is_a_harness_error() -> None:
         raise RuntimeError("the writer broke")
 
     bad = Property(
-        id="generated.bad",
-        title="t",
-        cls="identity",
-        requires=(),
-        why="w",
+        described=GeneratedCheck("generated.bad", title="t", cls="identity", requires=(), why="w"),
         not_applicable=lambda info: None,
         programs=lambda info: st.just(()),
         writer=lambda info: broken,
@@ -391,11 +388,7 @@ def test_well_formed_programs_use_live_handles_and_declared_hooks() -> None:
 def test_a_program_the_reference_cannot_run_is_a_harness_error() -> None:
     """The generator's fault is never blamed on the adapter."""
     bad = Property(
-        id="generated.bad",
-        title="t",
-        cls="identity",
-        requires=(),
-        why="w",
+        described=GeneratedCheck("generated.bad", title="t", cls="identity", requires=(), why="w"),
         not_applicable=lambda info: None,
         programs=lambda info: st.just((ops.CacheLen(cache="nowhere"),)),
     )

@@ -1,4 +1,4 @@
-"""Counterexamples become scenarios (kvconform.harness.export).
+"""Counterexamples become scenarios (kvconform.differential.export).
 
 A shrunk counterexample is written as a scenario file whose steps replay the
 program and whose expectations are the reference's answers. The file must load
@@ -19,10 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvconform.adapters.reference import ReferenceAdapter
-from kvconform.differential import strategies
+from kvconform.differential import export, strategies
 from kvconform.differential.compare import Mismatch
 from kvconform.differential.engine import PROPERTIES_BY_ID, Counterexample, run_property
-from kvconform.harness import export
 from kvconform.harness.runner import run_case
 from kvconform.harness.scenario import load_scenario_file
 from kvconform.protocol import codec

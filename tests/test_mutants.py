@@ -41,7 +41,10 @@ from tests.mutants import MODULES, Mutant, all_mutants
 from tests.mutants._kit import KIT_ADAPTERS
 from tests.verdicts import not_passing
 
-pytestmark = pytest.mark.covers("CONF-3")
+#: One worker runs this whole file (and the other tests of the group "mutants"): each
+#: mutant's run of the suite is then made once (``run_suite``) and shared by its own test,
+#: the kill matrix and the rendering check, instead of once per worker.
+pytestmark = [pytest.mark.covers("CONF-3"), pytest.mark.xdist_group("mutants")]
 
 MUTANTS: list[Mutant] = all_mutants()
 GROUPS = ("HASH", "ID", "ALLOC", "PLAN", "SIG", "PROF", "VERIFY", "ERR", "SEC", "CONF")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 
-from kvconform.harness import suite
+import pytest
+
 from kvconform.harness.checks import describe, show
-from kvconform.harness.runner import run_cases
-from kvconform.protocol.driver import InProcessDriver
 from kvconform.rendering import render
 from kvconform.values import Fault, Layout, MixOp, Refused, Signature
 from tests.mutants import all_mutants
+from tests.test_mutants import run_suite
 
 PYTHON_ISMS = re.compile(r"\bNone\b|\bTrue\b|\bFalse\b|b'|b\"|\w+\(\w+=|'[^']*'")
 
@@ -32,12 +32,12 @@ def test_values_render_as_json() -> None:
     )
 
 
+@pytest.mark.xdist_group("mutants")  # on the worker that has run the mutants already
 def test_no_failure_of_any_mutant_reads_as_python() -> None:
     """Every failure text of a sample of mutants, across every class, is Python-free."""
-    cases = suite.all_cases()
     seen = 0
     for mutant in all_mutants()[::6]:
-        for result in run_cases(cases, InProcessDriver(mutant.factory())):
+        for result in run_suite(f"mutant:{mutant.name}", mutant.factory()):
             for failure in result.failures:
                 for text in (failure.expected, failure.actual):
                     if text.startswith("adapter failure:"):

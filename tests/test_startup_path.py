@@ -271,7 +271,7 @@ NOT_ON_A_WARM_RUN = (
     "kvconform.reports.junit",
     "kvconform.reports.markdown",
     "kvconform.harness.expectations",
-    "kvconform.harness.export",
+    "kvconform.differential.export",
     "datetime",
 )
 

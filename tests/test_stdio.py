@@ -548,7 +548,9 @@ def test_the_reference_server_exits_at_end_of_input() -> None:
 
 def run_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        # -n 0: in one process, as a user of the plugin runs it (the suite's files are in
+        # this checkout, so the project's own addopts, -n auto, would apply too)
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *args],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -38,7 +38,7 @@ Three properties (:data:`.engine.PROPERTIES`):
 A disagreement is shrunk (its recorded choices edited and replayed, then its
 operations deleted one at a time) and can be written out as a ready-to-commit
 scenario file whose expectations are the reference's answers
-(:mod:`kvconform.harness.export`). The program writers of :mod:`.strategies`
+(:mod:`kvconform.differential.export`). The program writers of :mod:`.strategies`
 draw their choices from a seeded pseudo-random source on this path; the same
 writers are Hypothesis strategies too, for ``@given`` tests.
 
@@ -46,11 +46,15 @@ Entry points: ``kvconform run --generated N [--seed S] [--export-counterexamples
 :func:`.engine.run_property` from Python, and
 ``python -m tests.kill_matrix`` for the kill matrix.
 
-This module imports nothing heavy; :mod:`.engine` and :mod:`.strategies` import
-Hypothesis (the ``test`` extra), :mod:`.compare` does not.
+This module imports nothing heavy (the checks' descriptions, from the harness);
+:mod:`.engine` and :mod:`.strategies` import Hypothesis (the ``test`` extra),
+:mod:`.compare` and :mod:`.export` do not.
 """
 
 from __future__ import annotations
 
-#: Case ids of the generated properties, in the order they run.
-PROPERTY_IDS = ("generated.key-state-machine", "generated.hash", "generated.verify")
+from kvconform.harness.generated import IDS
+
+#: Case ids of the generated properties, in the order they run (each one's description,
+#: which the harness lists and explains, is :data:`kvconform.harness.generated.CHECKS`).
+PROPERTY_IDS = IDS

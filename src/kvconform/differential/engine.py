@@ -3,7 +3,7 @@
 :func:`run_property` runs one property for ``examples`` programs from ``seed``
 against a driver, next to the reference (in process). The first disagreement
 is shrunk to a minimal program, which :func:`case_result` turns into an
-ordinary failed case (kind ``generated``) and :mod:`kvconform.harness.export`
+ordinary failed case (kind ``generated``) and :mod:`kvconform.differential.export`
 can write out as a scenario file.
 
 How the programs are written: each property has a *writer*
@@ -41,7 +41,7 @@ from hypothesis.errors import Flaky
 
 import kvconform
 from kvconform.adapters.reference import ReferenceAdapter
-from kvconform.differential import PROPERTY_IDS, strategies
+from kvconform.differential import strategies
 from kvconform.differential.compare import (
     Mismatch,
     Program,
@@ -51,8 +51,10 @@ from kvconform.differential.compare import (
     renumber,
     well_formed,
 )
+from kvconform.harness import generated
 from kvconform.harness.checks import Failure, Where
 from kvconform.harness.declarations import unrepresentable
+from kvconform.harness.generated import GeneratedCheck
 from kvconform.harness.runner import CaseResult
 from kvconform.harness.scenario import Case
 from kvconform.harness.yamlsource import SourceError
@@ -73,11 +75,9 @@ Verdict = Literal["passed", "failed", "not_applicable", "error"]
 class Property:
     """One generated check: which programs, for which implementations, and why."""
 
-    id: str
-    title: str
-    cls: str
-    requires: tuple[str, ...]
-    why: str
+    #: What the check is (id, title, class, requirements, why), as the harness lists,
+    #: selects and explains it (:mod:`kvconform.harness.generated`).
+    described: GeneratedCheck
     #: Why the property does not apply to an implementation, or ``None``.
     not_applicable: Callable[[AdapterInfo], str | None]
     #: The programs for an implementation (only operations of the classes it declares),
@@ -90,6 +90,26 @@ class Property:
     #: The reference to compare with for an implementation, when the shared default one
     #: (profile v1, every option at its default) would answer otherwise; else ``None``.
     reference_for: Callable[[AdapterInfo], Driver | None] | None = None
+
+    @property
+    def id(self) -> str:
+        return self.described.id
+
+    @property
+    def title(self) -> str:
+        return self.described.title
+
+    @property
+    def cls(self) -> str:
+        return self.described.cls
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        return self.described.requires
+
+    @property
+    def why(self) -> str:
+        return self.described.why
 
     @property
     def case(self) -> Case:
@@ -144,13 +164,7 @@ def _reference_declaring_format(info: AdapterInfo) -> Driver | None:
 
 PROPERTIES: tuple[Property, ...] = (
     Property(
-        id=PROPERTY_IDS[0],
-        title="Random programs over models, caches and held plans agree with the reference",
-        cls="plan",
-        requires=("ID-3", "ID-6", "ID-10", "ALLOC-13", "PLAN-4", "PLAN-6", "PLAN-7", "PLAN-14"),
-        why="Random construct, reload, drop, hook, append, truncate, clear and replace-layer "
-        "sequences with validity checks under random per-step inputs: catches any key or id "
-        "rule the hand-written scenarios do not exercise in that order.",
+        described=generated.BY_ID["generated.key-state-machine"],
         not_applicable=lambda info: _without(info, "identity"),
         programs=lambda info: strategies.key_programs(
             plan="plan" in info.classes,
@@ -165,13 +179,7 @@ PROPERTIES: tuple[Property, ...] = (
         ),
     ),
     Property(
-        id=PROPERTY_IDS[1],
-        title="Random mix programs give the reference's 64-bit values",
-        cls="hash",
-        requires=("HASH-11",),
-        why="Mix programs of every kind (NaN payloads, signed zeros, subnormals, astral "
-        "strings, u64 extremes, finish mid-sequence, long repeated bytes): catches an "
-        "encoding slip the known-answer vectors happen not to pin.",
+        described=generated.BY_ID["generated.hash"],
         not_applicable=lambda info: _without(info, "hash"),
         programs=lambda info: strategies.hash_programs(scope=strategies.Scope.of(info)),
         writer=lambda info: functools.partial(
@@ -179,14 +187,7 @@ PROPERTIES: tuple[Property, ...] = (
         ),
     ),
     Property(
-        id=PROPERTY_IDS[2],
-        title="Random blocks with random faults get the reference's verdict",
-        cls="verify",
-        requires=("SIG-7", "SIG-8", "SIG-9", "VERIFY-9", "VERIFY-4", "VERIFY-5"),
-        why="Coherent blocks with layers added or dropped, shapes changed, buffers cut or "
-        "extended, false seq_len claims, lying or missing stamps and changed expectations "
-        "(under version 2 also layouts, valid or not, partial blocks and split V widths): "
-        "catches a check run out of order or a field compared wrongly.",
+        described=generated.BY_ID["generated.verify"],
         not_applicable=_verify_not_applicable,
         programs=lambda info: strategies.block_programs(
             verify=_verifies(info), signature=_measures(info), scope=strategies.Scope.of(info)
@@ -788,7 +789,7 @@ def export_counterexample(
     label: str | None = None,
 ) -> PropertyResult:
     """Write the counterexample as a scenario file and replay it on both sides."""
-    from kvconform.harness import export
+    from kvconform.differential import export
     from kvconform.harness.runner import run_case
     from kvconform.harness.scenario import load_scenario_file
 

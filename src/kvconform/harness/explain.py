@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from kvconform.harness import suite
+from kvconform.harness import generated, suite
 from kvconform.harness.checks import (
     Answers,
     ErrorIs,
@@ -50,9 +50,7 @@ def explain(identifier: str, cases: Sequence[Case] | None = None) -> str:
     by_id = {case.id: case for case in cases}
     if identifier in by_id:
         return explain_case(by_id[identifier])
-    from kvconform.differential import PROPERTY_IDS
-
-    if identifier in PROPERTY_IDS:
+    if identifier in generated.BY_ID:
         return explain_generated(identifier)
     close = sorted(i for i in (*by_id, *requirements) if identifier.lower() in i.lower())[:5]
     hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -138,14 +136,7 @@ def explain_case(case: Case) -> str:
 def explain_generated(property_id: str) -> str:
     """A generated differential check (``kvconform run --generated N``): what it draws,
     what it compares, and how to run and reproduce it."""
-    try:
-        from kvconform.differential.engine import PROPERTIES_BY_ID
-    except ImportError:
-        return (
-            f"generated {property_id}: a generated differential check; explaining it, like "
-            "running it, needs the 'generated' extra (pip install 'kvconform[generated]')"
-        )
-    case = PROPERTIES_BY_ID[property_id].case
+    case = generated.BY_ID[property_id]
     lines = [
         f"generated {case.id}: {case.title}",
         f"  class:    {case.cls}",
@@ -161,6 +152,7 @@ def explain_generated(property_id: str) -> str:
         f'  kvconform run --generated 200 --id {case.id} --adapter-cmd "<your adapter command>"',
         f"  kvconform run --generated 200 --seed S --id {case.id} ...   # reproduce a run",
         "  ... --export-counterexamples DIR   # a disagreement, shrunk, as a scenario file",
+        "  (running it needs the 'generated' extra: pip install 'kvconform[generated]')",
     ]
     return "\n".join(lines)
 

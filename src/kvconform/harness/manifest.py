@@ -22,22 +22,22 @@ from pathlib import Path
 
 import kvconform
 from kvconform import limits
-from kvconform.harness import suite
+from kvconform.harness import paths
 
 MANIFEST_FORMAT = "kvconform-manifest/1"
 
 
 def manifest_path() -> Path:
-    return suite.conformance_dir() / "manifest.json"
+    return paths.conformance_dir() / "manifest.json"
 
 
 def _tracked_files() -> dict[str, Path]:
     """Every file whose content can change a verdict, by a stable relative name."""
     groups = {
-        "scenarios": (suite.scenarios_dir(), "**/*.yaml"),
-        "vectors": (suite.vectors_dir(), "*.json"),
-        "schema": (suite.conformance_dir() / "schema", "**/*.json"),
-        "spec": (suite.spec_dir(), "*.md"),
+        "scenarios": (paths.scenarios_dir(), "**/*.yaml"),
+        "vectors": (paths.vectors_dir(), "*.json"),
+        "schema": (paths.conformance_dir() / "schema", "**/*.json"),
+        "spec": (paths.spec_dir(), "*.md"),
     }
     files: dict[str, Path] = {}
     for name, (root, pattern) in groups.items():

@@ -14,8 +14,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import kvconform
 from kvconform.harness.checks import OutcomeCheck, ValueIs, Where
+
+# Where the files are; named here too, where every caller has always found them.
+from kvconform.harness.paths import conformance_dir as conformance_dir
+from kvconform.harness.paths import scenarios_dir as scenarios_dir
+from kvconform.harness.paths import spec_dir as spec_dir
+from kvconform.harness.paths import vectors_dir as vectors_dir
 from kvconform.harness.scenario import Case, load_scenario_file, mix_op
 from kvconform.harness.yamlsource import SourceError, load_json, read_text, validate
 from kvconform.protocol import operations as ops
@@ -26,22 +31,6 @@ REQUIREMENT_LINE = re.compile(r"^- \*\*([A-Z]+-\d+)\*\* ", re.MULTILINE)
 #: literal is searched for that literal, one that starts with ``^`` is tried at every
 #: character (six times faster over spec/, where every run reads it).
 _LATER_REQUIREMENT_LINE = re.compile(r"\n- \*\*([A-Z]+-\d+)\*\* ")
-
-
-def spec_dir() -> Path:
-    return kvconform.data_root() / "spec"
-
-
-def vectors_dir() -> Path:
-    return kvconform.data_root() / "vectors"
-
-
-def conformance_dir() -> Path:
-    return kvconform.data_root() / "conformance"
-
-
-def scenarios_dir() -> Path:
-    return conformance_dir() / "scenarios"
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,9 @@
     python -m kvconform.serve                                  # the reference
     python -m kvconform.serve --adapter mypkg.adapter:make     # any Python adapter
 
+(the command, which loads the adapter, is :mod:`kvconform.serve`; this module serves
+an adapter it is given and knows none).
+
 Requests are decoded by :mod:`.codec` and dispatched by the in-process
 driver's :func:`.driver.call` (both derived from the operation table), with
 handles kept by name, so an adapter behaves the same in process and over
@@ -12,17 +15,14 @@ a stray ``print`` in an adapter cannot corrupt the protocol stream.
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import sys
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-import kvconform
-from kvconform.adapters import DEFAULT_ADAPTER, AdapterSpecError, load_adapter
 from kvconform.protocol import operations as ops
 from kvconform.protocol.adapter import Adapter
 from kvconform.protocol.codec import (
@@ -216,51 +216,3 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m kvconform.serve",
-        description="Serve a Python kvconform adapter over the stdio protocol (spec/protocol.md).",
-    )
-    parser.add_argument(
-        "--adapter",
-        metavar="MODULE:FACTORY",
-        default=DEFAULT_ADAPTER,
-        help=f"the adapter factory to serve (default: the reference, {DEFAULT_ADAPTER})",
-    )
-    parser.add_argument(
-        "--protocol",
-        type=int,
-        choices=VERSIONS,
-        action="append",
-        help="a protocol version to serve (repeatable; default: every one, "
-        f"{', '.join(map(str, VERSIONS))}: the one hello offers is spoken)",
-    )
-    parser.add_argument("--version", action="version", version=kvconform.__version__)
-    args = parser.parse_args(argv)
-    protocols = tuple(sorted(set(args.protocol))) if args.protocol else VERSIONS
-    try:
-        adapter = load_adapter(args.adapter)
-    except AdapterSpecError as exc:
-        print(f"kvconform.serve: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:
-        traceback.print_exc(file=sys.stderr)
-        print(
-            f"kvconform.serve: the adapter factory {args.adapter} raised "
-            f"{type(exc).__name__}: {exc}",
-            file=sys.stderr,
-        )
-        return 2
-    # The protocol owns the original stdout; file descriptor 1 and sys.stdout now
-    # lead to stderr, so nothing an adapter prints (even from C) can corrupt the stream.
-    protocol_fd = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    try:
-        return serve(adapter, 0, protocol_fd, protocols)
-    except BrokenPipeError:
-        return 0
-    except KeyboardInterrupt:
-        return 130

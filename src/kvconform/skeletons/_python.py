@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import textwrap
 
-from kvconform.skeletons import (
+from kvconform.skeletons._common import (
     Plan,
     classes_note,
     comment,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from kvconform.skeletons import (
+from kvconform.skeletons._common import (
     Plan,
     classes_note,
     comment,

@@ -450,7 +450,7 @@ class _Steps:
         elif spec.result != "null":
             raise ExportError(
                 f"operation {n} ({op.name}): a {spec.result} result has no scenario form "
-                "without a writer of its own in kvconform.harness.export"
+                "without a writer of its own in kvconform.differential.export"
             )
         self.step(op.name, args)
 
