@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from kvconform import cli
+from kvconform.cli import run as cli_run
 from kvconform.harness import runner, suite
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -101,7 +102,7 @@ def test_an_internal_error_is_exit_4_with_the_reports_so_far_marked_incomplete(
             raise ZeroDivisionError("a bug in the harness")
         return real(case, driver, trace=trace, strict_messages=strict_messages)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(cli, "run_case", breaks_on_the_fifth)
+    monkeypatch.setattr(cli_run, "run_case", breaks_on_the_fifth)
     status, out, err = run("run", "--area", "hash", "--report-dir", str(tmp_path), "--quiet")
     assert status == cli.EXIT_INTERNAL
     assert "internal error after 4 of" in err and "ZeroDivisionError" in err

@@ -24,7 +24,10 @@ import pytest
 
 from kvconform import cli, limits
 from kvconform.adapters import DEFAULT_ADAPTER, load_adapter
-from kvconform.harness import cache, expectations, export, manifest, yamlsource
+from kvconform.cli import outputs as cli_outputs
+from kvconform.cli import run as cli_run
+from kvconform.differential import export
+from kvconform.harness import cache, expectations, manifest, yamlsource
 from kvconform.protocol import codec
 from kvconform.protocol.client import AdapterStartError, StdioDriver
 from kvconform.protocol.driver import InProcessDriver
@@ -271,7 +274,7 @@ def test_8_a_signal_while_the_suite_loads_leaves_no_earlier_verdict(
     def stopped_while_loading(*_: object) -> object:
         raise cli.Stopped(signal.SIGTERM)
 
-    monkeypatch.setattr(cli, "_cases", stopped_while_loading)
+    monkeypatch.setattr(cli_run, "_cases", stopped_while_loading)
     status, _, err = run("run", "--no-cache", "--quiet", "--report-dir", str(tmp_path))
     assert status == cli.EXIT_INTERRUPTED, err
     report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
@@ -437,7 +440,7 @@ def test_14_outputs_wait_for_another_run_writing_the_same_folder(tmp_path: Path)
     fcntl.flock(descriptor, fcntl.LOCK_EX)  # another run, writing its set
 
     def writer() -> None:
-        with cli._outputs_locked(args):
+        with cli_outputs._outputs_locked(args):
             written.append(tmp_path / "report.json")
 
     thread = threading.Thread(target=writer, daemon=True)

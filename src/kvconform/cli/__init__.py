@@ -1,0 +1,134 @@
+"""The ``kvconform`` command.
+
+    kvconform run                      # the whole suite against the built-in reference
+    kvconform run --adapter-cmd "./my-adapter --stdio" --json report.json
+    kvconform compare a.json b.json -o matrix.html
+    kvconform list --requirement PLAN-6
+
+The compiled suite is cached in ``$XDG_CACHE_HOME/kvconform`` (``~/.cache/kvconform``),
+keyed by the digest of the suite's files and the code (kvconform.harness.cache);
+``--no-cache`` or ``KVCONFORM_NO_CACHE=1`` loads every file afresh.
+
+Exit statuses (spec/security.md): 0 conformant for the declared classes (or,
+with an expectations file, no unexpected failure and no stale entry); 1 failures;
+2 a usage or suite error (a bad argument, an unwritable output, a malformed or
+modified suite file); 3 the adapter could not start, or stopped answering (the
+cases it never ran are listed "not run"); 4 an internal error of kvconform
+(a bug: the reports so far are written, marked incomplete); 5 nothing judged
+(every selected case is not applicable to what the adapter declares); 130 interrupted
+(SIGINT, SIGTERM or SIGHUP: the adapter's process group is stopped and the
+reports so far are written, marked interrupted).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn, TextIO, cast
+
+from kvconform.cli import common
+from kvconform.cli.common import (
+    EXIT_ADAPTER,
+    EXIT_FAILED,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_NOTHING_JUDGED,
+    EXIT_OK,
+    EXIT_USAGE,
+    AdapterStartFailed,
+    Stopped,
+    UsageError,
+    _said,
+    _silence,
+    _Visible,
+)
+from kvconform.cli.compare import cmd_compare
+from kvconform.cli.explain import cmd_explain
+from kvconform.cli.listing import cmd_list
+from kvconform.cli.new_adapter import cmd_new_adapter
+from kvconform.cli.parser import _parser
+from kvconform.cli.run import cmd_run
+from kvconform.cli.signals import _stop_on_signals
+
+
+def main(
+    argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    out = cast(TextIO, _Visible(out or sys.stdout))
+    err = cast(TextIO, _Visible(err or sys.stderr))
+    restore = _stop_on_signals()
+    try:
+        args = _parser().parse_args(argv)
+        if args.command == "run":
+            return cmd_run(args, out, err)
+        if args.command == "list":
+            return cmd_list(args, out, err)
+        if args.command == "new-adapter":
+            return cmd_new_adapter(args, out)
+        if args.command == "explain":
+            return cmd_explain(args, out, err)
+        return cmd_compare(args, err)
+    except UsageError as exc:
+        err.write(f"kvconform: error: {_said(exc)}\n")
+        return EXIT_USAGE
+    except AdapterStartFailed as exc:
+        err.write(f"kvconform: the adapter could not start: {_said(exc)}\n")
+        return EXIT_ADAPTER
+    except (KeyboardInterrupt, Stopped):
+        err.write("kvconform: interrupted\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (kvconform list | head): nothing more to say to it.
+        _silence(out)
+        return EXIT_OK
+    except Exception as exc:
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        err.write(
+            f"kvconform: internal error: {type(exc).__name__}: {_said(exc)} "
+            f"(at {Path(where.filename).name}:{where.lineno}; please report it)\n"
+        )
+        return EXIT_INTERNAL
+    finally:
+        restore()
+
+
+def console() -> NoReturn:
+    """The ``kvconform`` command: :func:`main`, then exit without tearing the heap down.
+
+    Everything the command writes is written, closed and flushed by then, and the
+    adapter process is already stopped; what is left is freeing the loaded suite
+    object by object, which the operating system does at once. The loaded suite is
+    also frozen out of the cycle collector's sight for the run (bench/README.md).
+    """
+    common._ONE_SHOT = True
+    try:
+        status = main()
+    except KeyboardInterrupt:  # a signal in the instant between main's answer and its end
+        status = EXIT_INTERRUPTED
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write("kvconform: interrupted\n")
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(status)
+
+
+# What callers and tests reach as kvconform.cli.NAME.
+__all__ = [
+    "EXIT_ADAPTER",
+    "EXIT_FAILED",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_NOTHING_JUDGED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "UsageError",
+    "_parser",
+    "cmd_run",
+    "console",
+    "main",
+]

@@ -1,0 +1,157 @@
+"""What every command shares: exit statuses, the errors that end a command, and how
+an adapter's or a user's text is shown."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import shlex
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+from kvconform.harness import manifest
+from kvconform.rendering import clip
+from kvconform.reports.untrusted import one_line, visible
+
+# Imported where they are used, so that a command pays only for what it needs:
+# kvconform.reports (reports; compare), kvconform.harness.expectations (and with
+# it PyYAML; --expectations), kvconform.differential and Hypothesis (--generated),
+# numpy (the reference adapter, in process only), jsonschema and PyYAML (only
+# when the suite is loaded rather than read from the cache).
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ADAPTER, EXIT_INTERNAL = 0, 1, 2, 3, 4
+
+
+EXIT_NOTHING_JUDGED = 5
+
+
+EXIT_INTERRUPTED = 130
+
+
+class UsageError(Exception):
+    """A bad argument or an unusable suite file: exit status 2, one clear line."""
+
+
+class AdapterStartFailed(Exception):
+    """The adapter could not be started: exit status 3."""
+
+
+class Unresponsive(Exception):
+    """The adapter was given up (it timed out program after program): exit status 3."""
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: stop as SIGINT does (a KeyboardInterrupt, so that everything
+    that lets an interrupt through, the in-process driver included, lets it through)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _integrity(args: argparse.Namespace, err: TextIO) -> manifest.Integrity:
+    """The manifest check every command that reads the suite runs first."""
+    integrity = manifest.check()
+    if not integrity.intact:
+        if not args.allow_modified:
+            raise UsageError(
+                f"the installed suite differs from its manifest ({integrity.problems()}); "
+                "reinstall kvconform, or pass --allow-modified to use it anyway"
+            )
+        err.write(f"kvconform: warning: MODIFIED SUITE ({integrity.problems()})\n")
+    return integrity
+
+
+def _adapter_argv(command: str) -> list[str]:
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise UsageError(f"--adapter-cmd cannot be split like a shell would: {exc}") from None
+    if not argv:
+        raise UsageError("--adapter-cmd is empty")
+    return argv
+
+
+def _probe(check: Callable[[], bool], what: str, path: Path) -> bool:
+    """``check()`` on ``path``; a path the system cannot even look up (a name too long
+    for the file system, a loop of links) is a usage error naming the option."""
+    try:
+        return check()
+    except OSError as exc:
+        raise UsageError(f"{what}: {path}: {exc.strerror or exc}") from None
+
+
+def _writable_dir(path: Path, what: str, *, create: bool = True) -> None:
+    if _probe(path.exists, what, path) and not _probe(path.is_dir, what, path):
+        raise UsageError(f"{what}: {path} exists and is not a directory")
+    if create:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"{what}: cannot create {path}: {exc.strerror}") from None
+    if not _probe(path.is_dir, what, path):
+        raise UsageError(f"{what}: the folder {path} does not exist")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"{what}: the folder {path} is not writable")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
+
+
+def _said(what: object) -> str:
+    """An error's text as one console line: it may quote a file, a path or an adapter
+    (untrusted, of any size), so it is clipped and its line breaks escaped."""
+    return one_line(clip(str(what), 2000))
+
+
+class _Visible(io.TextIOBase):
+    """A console stream on which an adapter's words cannot act (spec/security.md).
+
+    Everything written is made visible (:func:`kvconform.reports.untrusted.visible`):
+    control sequences and lone surrogates appear as escapes. The one control
+    character the command itself uses, a carriage return that starts a progress
+    update, is kept.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if text.startswith("\r"):
+            self._stream.write("\r" + visible(text[1:]))
+        else:
+            self._stream.write(visible(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def writable(self) -> bool:
+        return True
+
+
+def _silence(stream: TextIO) -> None:
+    """Point stdout at /dev/null so that flushing it at exit cannot raise again."""
+    if stream is not sys.stdout and not isinstance(stream, _Visible):
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+#: Set by :func:`console`: this process runs one command and exits, so what it loads
+#: can be frozen out of the cycle collector's sight (not when ``main`` is called in a
+#: longer-lived process, such as a test session).
+_ONE_SHOT = False
