@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO, cast
 
-from kvconform.cli import common
 from kvconform.cli.common import (
     EXIT_ADAPTER,
     EXIT_FAILED,
@@ -45,6 +44,7 @@ from kvconform.cli.common import (
     _said,
     _silence,
     _Visible,
+    run_one_shot,
 )
 from kvconform.cli.compare import cmd_compare
 from kvconform.cli.explain import cmd_explain
@@ -104,7 +104,7 @@ def console() -> NoReturn:
     object by object, which the operating system does at once. The loaded suite is
     also frozen out of the cycle collector's sight for the run (bench/README.md).
     """
-    common._ONE_SHOT = True
+    run_one_shot()
     try:
         status = main()
     except KeyboardInterrupt:  # a signal in the instant between main's answer and its end

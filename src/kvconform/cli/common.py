@@ -155,3 +155,14 @@ def _silence(stream: TextIO) -> None:
 #: can be frozen out of the cycle collector's sight (not when ``main`` is called in a
 #: longer-lived process, such as a test session).
 _ONE_SHOT = False
+
+
+def one_shot() -> bool:
+    """Whether this process runs one command and exits (:func:`kvconform.cli.console`)."""
+    return _ONE_SHOT
+
+
+def run_one_shot() -> None:
+    """Say that this process runs one command and exits."""
+    global _ONE_SHOT
+    _ONE_SHOT = True

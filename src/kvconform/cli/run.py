@@ -25,7 +25,6 @@ from kvconform.values import AdapterInfo
 
 if TYPE_CHECKING:
     from kvconform.harness.expectations import Expectations
-from kvconform.cli import common
 from kvconform.cli.common import (
     EXIT_ADAPTER,
     EXIT_FAILED,
@@ -44,6 +43,7 @@ from kvconform.cli.common import (
     _said,
     _same_file,
     _writable_dir,
+    one_shot,
 )
 from kvconform.cli.generated import _generated_options
 from kvconform.cli.outputs import (
@@ -134,7 +134,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         # than made to go through it (it would, once, right after the cache is read). A full
         # load (no cache, or a miss) then keeps its garbage until the process exits: about
         # 13 MB more at its peak, and no slower.
-        pausing = common._ONE_SHOT and gc.isenabled()
+        pausing = one_shot() and gc.isenabled()
         if pausing:
             gc.disable()
         try:
@@ -153,7 +153,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 known = expectations_mod.load(args.expectations, listable)
             except SourceError as exc:
                 raise UsageError(str(exc)) from None
-        if common._ONE_SHOT:
+        if one_shot():
             gc.freeze()  # the loaded suite lives as long as the process: no collection need see it
         if pausing:
             gc.enable()
