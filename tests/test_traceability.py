@@ -166,3 +166,21 @@ def test_the_readme_publishes_this_suite_versions_digest() -> None:
     assert row.group(1) == manifest.check().digest, (
         "the suite's files changed: publish the new digest (kvconform --version) in the README"
     )
+
+
+#: Digests of released suites as the README published them: a row, once published, never
+#: changes (three branches of 3.0.0 rewrote the 2.6.0 row to their own tree's digest).
+PUBLISHED_DIGESTS = {
+    "2.1.0": "035da8e0d421812a684296da931c11d00ced2f683bd6074e892b8da825b24c43",
+    "2.2.0": "8eb794dd6474427b313b2060bbd3f0a189cceb8d3f5fe47f4de30ac7650da9a0",
+    "2.3.0": "3af08723d95f520d6b6c262d3960ebcdc0ff21ef31fa357dda89cb6860b6e7d7",
+    "2.4.0": "8a47e91be8cb87fb9e9fcf013fd33b24c396afa369793348775c9a02725868b9",
+    "2.5.0": "d8de50f7986b5dd67e9b8fd877a4e918ea50824adb46d44b7246acd4fdf1e131",
+    "2.6.0": "2f67eddb648eaf7883b7aafd8d67079b992474c2d9ed1ed922fd7961f06c6ec7",
+}
+
+
+def test_published_digest_rows_never_change() -> None:
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    for version, digest in PUBLISHED_DIGESTS.items():
+        assert f"| {version} | `{digest}` |" in text, f"README: the {version} digest row changed"
