@@ -92,6 +92,7 @@ def judge(
     seeds: Sequence[int],
     suite_cases: Iterable[Case] | None,
     shrink: bool = False,
+    strict_messages: bool = True,
 ) -> Row:
     """Run the suite (if given) and the generated checks against one subject."""
     start = time.perf_counter()
@@ -102,9 +103,11 @@ def judge(
     driver: InProcessDriver = _HashMemoDriver(adapter)
     failed: tuple[str, ...] = ()
     if suite_cases is not None:
-        failed = tuple(  # strict: a message-only fault (ERR-13) kills too (CONF-12)
+        # A mutant is judged strictly (a message-only fault, ERR-13, kills it too); a
+        # correct variant as a user's run is, where such a finding is advice (CONF-12).
+        failed = tuple(
             r.case.id
-            for r in run_cases(suite_cases, driver, strict_messages=True)
+            for r in run_cases(suite_cases, driver, strict_messages=strict_messages)
             if r.verdict == "failed"
         )
     # A fresh instance: the generated checks run alone, not after the suite moved its state on.
@@ -239,7 +242,13 @@ def kill_matrix(
     rows: dict[str, list[Row]] = {"mutants": [], "variants": []}
     for kind, subjects in (("mutants", mutants), ("variants", variants)):
         for subject in subjects:
-            row = judge(subject, examples=examples, seeds=seeds, suite_cases=cases)
+            row = judge(
+                subject,
+                examples=examples,
+                seeds=seeds,
+                suite_cases=cases,
+                strict_messages=kind == "mutants",
+            )
             rows[kind].append(row)
             if progress:
                 progress(row)
