@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from kvconform.harness.checks import ErrorIs, OutcomeCheck, Refuses, SignatureIs
 from kvconform.harness.declarations import model_spec, outside_schema, schema_models
+from kvconform.harness.hook_carrier import NoRoom, hooks_in_turn
 from kvconform.harness.scenario import Case
 from kvconform.protocol import operations as ops
 from kvconform.values import AdapterInfo, LayerDesc, Layout, ModelSpec, Param, Signature
@@ -82,11 +83,7 @@ def _same_value(value: object) -> object:
 
 
 def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return not any(0xD800 <= ord(c) <= 0xDFFF for c in text)  # a lone surrogate has no UTF-8
 
 
 @dataclass(frozen=True)
@@ -220,7 +217,7 @@ def schema_map(case: Case, schema: Mapping[str, Mapping[str, str]]) -> SchemaMap
                 f" {kind}"
                 for kind in KINDS
             )
-            return (
+            return NoRoom(
                 f"its {family} models vary {need} fields; no free family of the declared "
                 "key schema has that many of each type"
             )
@@ -270,9 +267,12 @@ def _rewriter(mapping: SchemaMap) -> Callable[[ops.Op], ops.Op]:
 def into_schema(case: Case, schema: Mapping[str, Mapping[str, str]]) -> Case | str:
     """``case`` with its models written in ``schema``, or why its point does not survive."""
     mapping = schema_map(case, schema)
-    if isinstance(mapping, str):
-        named = names_as_strings(case, schema)
-        return mapping if named is None else named
+    carried = hooks_in_turn(case, schema) if isinstance(mapping, NoRoom) else None
+    if isinstance(carried, Case) and not isinstance(again := schema_map(carried, schema), str):
+        case, mapping = carried, again  # rule 6, then rules 1 to 4 again
+    elif isinstance(mapping, str):
+        named = names_as_strings(case, schema)  # rule 5
+        return named if named is not None else carried if isinstance(carried, str) else mapping
     rewrite = _rewriter(mapping)
     program = tuple(rewrite(op) for op in case.program)
     return replace(case, program=program, reexpressed=(*case.reexpressed, mapping.describe()))
