@@ -70,6 +70,8 @@ def hooks_in_turn(case: Case, schema: Mapping[str, Mapping[str, str]]) -> Case |
             hooks = [(n, p) for n, p in op.spec.hooks if n not in names]
             hooks.append((sorted(names)[0], value[op.handle]))
             program[index] = replace(op, spec=replace(op.spec, hooks=tuple(sorted(hooks))))
+        elif isinstance(op, ops.ModelNew):
+            state.pop(op.handle, None)  # a handle given again names another model
         elif isinstance(op, ops.ModelSetHook) and op.model in state:
             if state[op.model][op.hook] != op.present:
                 state[op.model][op.hook] = op.present
