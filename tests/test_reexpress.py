@@ -418,3 +418,42 @@ def test_narrower_types_set_aside_only_where_the_point_is_the_width() -> None:
                 assert case.id in WIDTH_POINTS, f"{variant.name}: {case.id}: {reason}"
             if "declared dtypes" in reason:
                 assert case.id in DTYPE_POINTS, f"{variant.name}: {case.id}: {reason}"
+
+
+# -- a string value with no UTF-8 form, for an engine whose names are its own ----------
+
+
+def _pairs_any_two_surrogates(text: str) -> str:
+    """A lenient transcoder: a high and a low surrogate side by side, in either order,
+    become the character they would pair to."""
+    out: list[str] = []
+    index = 0
+    while index < len(text):
+        two = sorted(text[index : index + 2])
+        if len(two) == 2 and "\ud800" <= two[0] <= "\udbff" and "\udc00" <= two[1] <= "\udfff":
+            out.append(chr(0x10000 + ((ord(two[0]) - 0xD800) << 10) + (ord(two[1]) - 0xDC00)))
+            index += 2
+        else:
+            out.append(text[index])
+            index += 1
+    return "".join(out)
+
+
+class PairsSurrogatesInEitherOrder(FuelShapedFixedSchema):
+    def struct(self, spec: ModelSpec) -> ModelSpec:
+        full = super().struct(spec)
+        return replace(
+            full,
+            params=tuple(
+                (n, _pairs_any_two_surrogates(v) if isinstance(v, str) else v)
+                for n, v in full.params
+            ),
+        )
+
+
+def test_a_reversed_surrogate_pair_in_a_value_is_refused_by_a_fixed_schema_engine() -> None:
+    """The names' probe (plan.key-refusals.lone-surrogate-in-names) is set aside for an
+    engine whose names are its own; its reversed pair is probed in a string value."""
+    assert _pairs_any_two_surrogates("\udc00\ud800") == "\U00010000"
+    failed = {r.case.id for r in _failed(PairsSurrogatesInEitherOrder())}
+    assert "plan.key-refusals.lone-surrogate-in-string-value" in failed
