@@ -140,8 +140,7 @@ def test_whole_suite_passes_against_the_rust_adapter(binary: Path) -> None:
     not_applicable = [
         result
         for result in results
-        if result.verdict == "not_applicable"
-        and not for_another_option(result)
+        if result.verdict == "not_applicable" and not for_another_option(result)
     ]
     summary = (
         f"{len(results)} cases: {verdicts['passed']} passed, {verdicts['failed']} failed, "
