@@ -76,13 +76,14 @@ def test_handshake_declares_every_class_and_profile_v1(binary: Path) -> None:
 
 #: The adapter's declarations chosen by flag: profile v2 on either upstream line, the
 #: two steps of a rolling upgrade, the window left out of the plan key, and the other
-#: answers to four options of the class prefix_cache.
+#: answers to five options of the class prefix_cache.
 FLAGS = {
     "v2": ["--writes", "2"],
     "v2-layout-only": ["--writes", "2", "--v2-revision", "layout_only"],
     "rolling-v1": ["--writes", "1", "--reads", "1,2"],
     "rolling-v2": ["--writes", "2", "--reads", "1,2"],
     "window-structure": ["--plan-key-window", "structure"],
+    "prefix-partial-tokens": ["--prefix-partial", "tokens"],
     "prefix-salt-root": ["--prefix-salt-scope", "root"],
     "prefix-adapter-content": ["--prefix-adapter-identity", "content"],
     "prefix-media-caller": ["--prefix-media-identity", "caller"],
@@ -91,6 +92,12 @@ FLAGS = {
 #: The prefix_cache cases each of those declarations must pass: the cases written for
 #: the option value it declares (the flag's point is to run them).
 FLAG_CASES = {
+    "prefix-partial-tokens": (
+        "prefix.partial.tail-reused-position-by-position",
+        "prefix.partial.padding-is-not-a-computed-token-under-tokens",
+        "prefix.partial.divergence-inside-a-block-under-tokens",
+        "prefix.partial.lookup-shorter-than-the-stored-block",
+    ),
     "prefix-salt-root": (),
     "prefix-adapter-content": ("prefix.adapter.reload-of-equal-weights-shares-under-content",),
     "prefix-media-caller": (
@@ -158,8 +165,9 @@ def test_whole_suite_passes_against_the_rust_adapter(binary: Path) -> None:
 @pytest.mark.covers("PREFIX-1", "PREFIX-2", "PREFIX-19", "PREFIX-21", "PREFIX-22", "CONF-16")
 def test_the_prefix_cache_class_passes_against_the_rust_adapter(binary: Path) -> None:
     """The class prefix_cache on its own: every case passes but those written for the
-    option values the adapter does not declare (partial blocks, content adapter
-    identity, caller media identity, refused empty salts), shared tier included."""
+    option values the adapter does not declare by default (partial blocks, content
+    adapter identity, caller media identity, refused empty salts; its flags declare
+    them), shared tier included."""
     cases = [case for case in suite.all_cases() if case.cls == "prefix_cache"]
     with StdioDriver([str(binary)]) as driver:
         results = runner.run_cases(cases, driver)

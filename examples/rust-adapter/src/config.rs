@@ -3,7 +3,7 @@
 //! The declaration of the `hello` answer (contract "Declarations (hello
 //! answer)") is fixed for the life of the process: the format versions
 //! written and read, the `profile_v2_revision` and `plan_key_window`
-//! options, and four options of the class `prefix_cache`. Nothing else is
+//! options, and five options of the class `prefix_cache`. Nothing else is
 //! configurable.
 //!
 //! ```text
@@ -11,6 +11,7 @@
 //! --reads 1,2                           the versions read (default: the one written)
 //! --v2-revision split_width|layout_only (default split_width)
 //! --plan-key-window keyed|structure     (default keyed)
+//! --prefix-partial none|tokens          (default none)
 //! --prefix-salt-scope root|every_block  (default every_block)
 //! --prefix-adapter-identity instance|content (default instance)
 //! --prefix-media-identity content|caller     (default content)
@@ -21,7 +22,7 @@
 //! (`--writes=2`). A flag given twice, an unknown flag or value, or a readable
 //! set that leaves out the written version is refused.
 
-use crate::prefix::{self, AdapterIdentity, Choices, EmptySalt, MediaIdentity, SaltScope};
+use crate::prefix::{self, AdapterIdentity, Choices, EmptySalt, MediaIdentity, Partial, SaltScope};
 use crate::signature::{Profile, Revision, DEFINED_VERSIONS};
 
 /// How a model parameter named `sliding_window` enters the plan key
@@ -72,8 +73,9 @@ pub enum Invocation {
 
 pub const USAGE: &str = "usage: kvconform-rust-adapter [--writes 1|2] [--reads 1,2] \
 [--v2-revision split_width|layout_only] [--plan-key-window keyed|structure] \
-[--prefix-salt-scope root|every_block] [--prefix-adapter-identity instance|content] \
-[--prefix-media-identity content|caller] [--prefix-empty-salt distinct|refuse]";
+[--prefix-partial none|tokens] [--prefix-salt-scope root|every_block] \
+[--prefix-adapter-identity instance|content] [--prefix-media-identity content|caller] \
+[--prefix-empty-salt distinct|refuse]";
 
 /// Read the flags (without the program name). An `Err` is the one line to
 /// print before exiting with status 2.
@@ -85,6 +87,7 @@ where
     let mut reads: Option<Vec<u64>> = None;
     let mut revision: Option<Revision> = None;
     let mut keying: Option<WindowKeying> = None;
+    let mut partial: Option<Partial> = None;
     let mut salt_scope: Option<SaltScope> = None;
     let mut adapter_identity: Option<AdapterIdentity> = None;
     let mut media_identity: Option<MediaIdentity> = None;
@@ -126,11 +129,14 @@ where
                 };
                 set(&mut keying, &flag, parsed)?
             }
-            "--prefix-salt-scope" => set(
-                &mut salt_scope,
-                &flag,
-                choice(&flag, SaltScope::VALUES, &value()?)?,
-            )?,
+            "--prefix-partial" => {
+                let parsed = choice(&flag, Partial::VALUES, &value()?)?;
+                set(&mut partial, &flag, parsed)?
+            }
+            "--prefix-salt-scope" => {
+                let parsed = choice(&flag, SaltScope::VALUES, &value()?)?;
+                set(&mut salt_scope, &flag, parsed)?
+            }
             "--prefix-adapter-identity" => {
                 let parsed = choice(&flag, AdapterIdentity::VALUES, &value()?)?;
                 set(&mut adapter_identity, &flag, parsed)?
@@ -139,11 +145,10 @@ where
                 let parsed = choice(&flag, MediaIdentity::VALUES, &value()?)?;
                 set(&mut media_identity, &flag, parsed)?
             }
-            "--prefix-empty-salt" => set(
-                &mut empty_salt,
-                &flag,
-                choice(&flag, EmptySalt::VALUES, &value()?)?,
-            )?,
+            "--prefix-empty-salt" => {
+                let parsed = choice(&flag, EmptySalt::VALUES, &value()?)?;
+                set(&mut empty_salt, &flag, parsed)?
+            }
             _ => return Err(format!("unknown argument {arg:?} ({USAGE})")),
         }
     }
@@ -166,6 +171,7 @@ where
         prefix: {
             let ours = prefix::Options::default();
             prefix::Options {
+                partial: partial.unwrap_or(ours.partial),
                 salt_scope: salt_scope.unwrap_or(ours.salt_scope),
                 adapter_identity: adapter_identity.unwrap_or(ours.adapter_identity),
                 media_identity: media_identity.unwrap_or(ours.media_identity),
@@ -259,6 +265,9 @@ mod tests {
         assert_eq!(c.prefix.adapter_identity, AdapterIdentity::Content);
         assert_eq!(c.prefix.media_identity, MediaIdentity::Caller);
         assert_eq!(c.prefix.salt_scope, SaltScope::EveryBlock);
+        assert_eq!(c.prefix.partial, Partial::None);
+        let c = config("--prefix-partial tokens");
+        assert_eq!(c.prefix.partial, Partial::Tokens);
     }
 
     #[test]
@@ -275,6 +284,7 @@ mod tests {
             "--v2-revision both",
             "--plan-key-window window",
             "--prefix-salt-scope block",
+            "--prefix-partial some",
             "--prefix-empty-salt",
             "--prefix-media-identity caller --prefix-media-identity content",
             "--writes 1 --writes 1",

@@ -1,237 +1,38 @@
-//! Prefix-cache reuse (spec/prefix.md, PREFIX): which leading blocks of a
-//! request an engine may reuse from the requests it stored before.
+//! Prefix-cache reuse (spec/prefix.md, PREFIX): how many leading positions
+//! of a request an engine may reuse from the requests it stored before.
 //!
-//! A block is named by a chain of SHA-256 digests (`sha256.rs`): block `i`'s
-//! id is the digest of a record holding block `i - 1`'s id, block `i`'s
-//! tokens and every discriminant that reaches it. So a change anywhere in
-//! block `i` changes every later id (PREFIX-3, PREFIX-4, PREFIX-12), and a
-//! 256-bit collision-resistant digest names the whole prefix (PREFIX-19,
-//! option `prefix_key: digest`). Only full blocks are named, stored and
-//! reused (option `prefix_partial: none`, PREFIX-5).
+//! Blocks are named by a chain of SHA-256 digests (`sha256.rs`): block `i`'s
+//! id is the digest of a record (`prefix/record.rs`) holding block `i - 1`'s
+//! id, block `i`'s token ids and every discriminant that reaches the block.
+//! So a change anywhere in block `i` changes every later id (PREFIX-3,
+//! PREFIX-4, PREFIX-12), and a 256-bit collision-resistant digest names the
+//! whole prefix (PREFIX-19, option `prefix_key: digest`).
 //!
-//! Every field of a record starts with a one-byte tag and every string with
-//! its byte length, so no salt, user key, adapter or media value can be read
-//! as another field or another split of the same bytes (PREFIX-16), and an
-//! absent value (tag, 0) differs from an empty one (tag, 1, length 0)
-//! (PREFIX-14).
-//!
-//! What this adapter chose where the spec leaves a choice (each an option it
-//! declares, CONF-6): the salt in every block's record (`every_block`) unless
-//! the command line asks for the root only; the user key and the adapter in
-//! every block too (the spec only asks that they reach every block); a
-//! seeded root (`prefix_root: seeded`, the default), so the chain of a shared
-//! tier is the same in every process (PREFIX-20, PREFIX-22).
+//! What this adapter chose where the spec leaves a choice (the options it
+//! declares, `prefix/options.rs`): the salt in every block's record
+//! (`every_block`) unless the command line asks for the root only; the user
+//! key and the adapter in every block too (the spec only asks that they
+//! reach every block); a seeded root (`prefix_root: seeded`), so a shared
+//! tier's chain is the same in every process (PREFIX-20, PREFIX-22).
 
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::rc::Rc;
 
 use crate::identity::Counter;
-use crate::sha256;
+
+mod options;
+mod record;
+#[cfg(test)]
+mod tests;
+
+pub use options::{
+    named, AdapterIdentity, Choices, EmptySalt, MediaIdentity, Options, Partial, SaltScope,
+};
+use record::{label_digest, tag, Record, SCHEME};
 
 /// A block's id: the SHA-256 digest of its record.
 pub type BlockId = [u8; 32];
-
-/// Where a request's salt enters the chain (option `prefix_salt_scope`,
-/// PREFIX-13); through the chain it reaches every later block either way.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SaltScope {
-    Root,
-    EveryBlock,
-}
-
-/// What identifies a loaded adapter in memory (option
-/// `prefix_adapter_identity`, PREFIX-8).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AdapterIdentity {
-    /// Every load is a new instance, never recycled.
-    Instance,
-    /// Equal weights, equal identity.
-    Content,
-}
-
-/// What identifies a media item (option `prefix_media_identity`, PREFIX-11);
-/// its shape and placement are keyed under both.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MediaIdentity {
-    Content,
-    Caller,
-}
-
-/// What an empty salt is (option `prefix_empty_salt`, PREFIX-14).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EmptySalt {
-    Distinct,
-    Refuse,
-}
-
-impl SaltScope {
-    pub const VALUES: Choices<SaltScope> = &[
-        ("root", SaltScope::Root),
-        ("every_block", SaltScope::EveryBlock),
-    ];
-}
-
-impl AdapterIdentity {
-    pub const VALUES: Choices<AdapterIdentity> = &[
-        ("instance", AdapterIdentity::Instance),
-        ("content", AdapterIdentity::Content),
-    ];
-}
-
-impl MediaIdentity {
-    pub const VALUES: Choices<MediaIdentity> = &[
-        ("content", MediaIdentity::Content),
-        ("caller", MediaIdentity::Caller),
-    ];
-}
-
-impl EmptySalt {
-    pub const VALUES: Choices<EmptySalt> = &[
-        ("distinct", EmptySalt::Distinct),
-        ("refuse", EmptySalt::Refuse),
-    ];
-}
-
-/// An option's values by their names in `hello`, the spec's default first.
-pub type Choices<T> = &'static [(&'static str, T)];
-
-/// The name of `value` among `choices`.
-pub fn name_of<T: PartialEq>(choices: Choices<T>, value: &T) -> &'static str {
-    choices
-        .iter()
-        .find(|(_, v)| v == value)
-        .map(|(name, _)| *name)
-        .expect("every value has a name")
-}
-
-/// The value named `name` among `choices`, if any.
-pub fn named<T: Copy>(choices: Choices<T>, name: &str) -> Option<T> {
-    choices.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
-}
-
-/// The options of the class that this adapter lets its flags choose.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Options {
-    pub salt_scope: SaltScope,
-    pub adapter_identity: AdapterIdentity,
-    pub media_identity: MediaIdentity,
-    pub empty_salt: EmptySalt,
-}
-
-impl Default for Options {
-    fn default() -> Options {
-        Options {
-            salt_scope: SaltScope::EveryBlock,
-            adapter_identity: AdapterIdentity::Instance,
-            media_identity: MediaIdentity::Content,
-            empty_salt: EmptySalt::Distinct,
-        }
-    }
-}
-
-impl Options {
-    /// The options to declare in `hello`: those not at the spec's default
-    /// (the first of each option's values), and the shared tier, which this
-    /// adapter always has (`prefix_tier: shared`, PREFIX-21).
-    pub fn declared(&self) -> Vec<(&'static str, &'static str)> {
-        fn differs<T: PartialEq>(choices: Choices<T>, value: &T) -> bool {
-            choices[0].1 != *value
-        }
-        let mut out = Vec::new();
-        if differs(SaltScope::VALUES, &self.salt_scope) {
-            out.push((
-                "prefix_salt_scope",
-                name_of(SaltScope::VALUES, &self.salt_scope),
-            ));
-        }
-        if differs(AdapterIdentity::VALUES, &self.adapter_identity) {
-            let name = name_of(AdapterIdentity::VALUES, &self.adapter_identity);
-            out.push(("prefix_adapter_identity", name));
-        }
-        if differs(MediaIdentity::VALUES, &self.media_identity) {
-            let name = name_of(MediaIdentity::VALUES, &self.media_identity);
-            out.push(("prefix_media_identity", name));
-        }
-        if differs(EmptySalt::VALUES, &self.empty_salt) {
-            out.push((
-                "prefix_empty_salt",
-                name_of(EmptySalt::VALUES, &self.empty_salt),
-            ));
-        }
-        out.push(("prefix_tier", "shared"));
-        out
-    }
-}
-
-/// The tag in front of each field of a record (PREFIX-16).
-mod tag {
-    pub const SCHEME: u8 = 0x01;
-    pub const ENGINE: u8 = 0x02;
-    pub const PARENT: u8 = 0x10;
-    pub const TOKENS: u8 = 0x11;
-    pub const SALT: u8 = 0x12;
-    pub const USER_KEY: u8 = 0x13;
-    pub const ADAPTER: u8 = 0x14;
-    pub const SPANS: u8 = 0x15;
-    pub const MEDIA: u8 = 0x16;
-    pub const EMBEDS: u8 = 0x17;
-    pub const ADAPTER_INSTANCE: u8 = 0x20;
-    pub const ADAPTER_WEIGHTS: u8 = 0x21;
-    pub const MEDIA_CONTENT: u8 = 0x22;
-    pub const MEDIA_CALLER: u8 = 0x23;
-    pub const LABEL: u8 = 0x24;
-}
-
-/// Names this scheme in every root, so its ids can never equal another
-/// scheme's (a later version of this record changes the text).
-const SCHEME: &str = "kvconform-rust-adapter prefix chain, record version 1";
-
-/// A record being written: tagged fields, integers as big-endian u64s,
-/// strings as their byte length and bytes.
-#[derive(Default)]
-struct Record(Vec<u8>);
-
-impl Record {
-    fn tag(&mut self, tag: u8) -> &mut Record {
-        self.0.push(tag);
-        self
-    }
-    fn u64(&mut self, value: u64) -> &mut Record {
-        self.0.extend_from_slice(&value.to_be_bytes());
-        self
-    }
-    fn text(&mut self, value: &str) -> &mut Record {
-        self.bytes(value.as_bytes())
-    }
-    fn bytes(&mut self, value: &[u8]) -> &mut Record {
-        self.u64(value.len() as u64);
-        self.0.extend_from_slice(value);
-        self
-    }
-    /// 0 for absent, 1 and the string for present (empty or not).
-    fn optional_text(&mut self, value: Option<&str>) -> &mut Record {
-        match value {
-            None => self.0.push(0),
-            Some(text) => {
-                self.0.push(1);
-                self.text(text);
-            }
-        }
-        self
-    }
-    fn digest(&self) -> BlockId {
-        sha256::digest(&self.0)
-    }
-}
-
-/// The digest of a label standing for bytes the suite does not send
-/// (weights, media content, embeddings): equal labels, equal bytes.
-fn label_digest(label: &str) -> BlockId {
-    let mut record = Record::default();
-    record.tag(tag::LABEL).text(label);
-    record.digest()
-}
 
 /// Adapter instances: never recycled within the process, across `reset`
 /// too (PREFIX-8, as ID-3 for models). Numbered unlike model instances.
@@ -355,7 +156,7 @@ impl Span {
             }
         }
         record.u64(start).u64(length);
-        record.0
+        record.into_bytes()
     }
 }
 
@@ -425,9 +226,13 @@ pub type Tier = Rc<RefCell<HashSet<BlockId>>>;
 enum Scope {
     /// This process's prefix cache.
     Memory,
-    /// A shared tier: portable identities and the engine in the root.
+    /// A shared tier: portable identities, and the engine in the root.
     Shared,
 }
+
+/// A point a lookup can reach: the positions it covers from the start of
+/// the request, and the id that names them.
+type Checkpoint = (u64, BlockId);
 
 /// One engine process's store of computed blocks.
 pub struct PrefixCache {
@@ -435,7 +240,7 @@ pub struct PrefixCache {
     engine: Engine,
     options: Options,
     /// Never evicted: PREFIX-6 asks for the 64 most recent blocks at least.
-    blocks: HashSet<BlockId>,
+    held: HashSet<BlockId>,
     tier: Option<Tier>,
 }
 
@@ -448,7 +253,7 @@ impl PrefixCache {
             block_size,
             engine,
             options,
-            blocks: HashSet::new(),
+            held: HashSet::new(),
             tier: None,
         })
     }
@@ -457,48 +262,69 @@ impl PrefixCache {
         self.tier = Some(tier);
     }
 
-    /// Hold every full block of a computed request, and write it to the
-    /// tier if one is attached. Store and lookup name blocks with the same
+    /// Hold every checkpoint of a computed request, and write them to the
+    /// tier if one is attached. Store and lookup name them with the same
     /// function (PREFIX-18).
     pub fn store(&mut self, request: &Request) {
-        self.blocks.extend(self.chain(request, Scope::Memory));
+        let ids = self.checkpoints(request, Scope::Memory);
+        self.held.extend(ids.into_iter().map(|(_, id)| id));
         if let Some(tier) = &self.tier {
-            tier.borrow_mut().extend(self.chain(request, Scope::Shared));
+            let ids = self.checkpoints(request, Scope::Shared);
+            tier.borrow_mut().extend(ids.into_iter().map(|(_, id)| id));
         }
     }
 
     /// How many leading positions of `request` this cache would reuse
-    /// (PREFIX-1): whole blocks, each found in memory or at the tier, up to
-    /// the first block found in neither. Stores nothing.
+    /// (PREFIX-1): the checkpoints found in memory or at the tier, up to
+    /// the first found in neither. Stores nothing.
     pub fn lookup(&self, request: &Request) -> u64 {
-        let memory = self.chain(request, Scope::Memory);
+        let memory = self.checkpoints(request, Scope::Memory);
         let shared = self
             .tier
             .as_ref()
-            .map(|tier| (tier.borrow(), self.chain(request, Scope::Shared)));
-        let found = memory
+            .map(|tier| (tier.borrow(), self.checkpoints(request, Scope::Shared)));
+        let at_tier = |i: usize| {
+            shared
+                .as_ref()
+                .is_some_and(|(tier, ids)| tier.contains(&ids[i].1))
+        };
+        memory
             .iter()
             .enumerate()
-            .take_while(|(i, id)| {
-                self.blocks.contains(*id)
-                    || shared
-                        .as_ref()
-                        .is_some_and(|(tier, ids)| tier.contains(&ids[*i]))
-            })
-            .count();
-        found as u64 * self.block_size
+            .take_while(|(i, (_, id))| self.held.contains(id) || at_tier(*i))
+            .last()
+            .map_or(0, |(_, (positions, _))| *positions)
     }
 
-    /// The id of each full block of `request`, in order.
-    fn chain(&self, request: &Request, scope: Scope) -> Vec<BlockId> {
-        let full = request.tokens.len() as u64 / self.block_size;
+    /// The request's checkpoints, in order. Under `prefix_partial: none`
+    /// one per full block (PREFIX-5); under `tokens` one per position, each
+    /// naming its block's leading positions up to it, so a lookup can stop
+    /// inside a block but never past a position the stored request had.
+    /// Either way a whole block's id is the next block's parent.
+    fn checkpoints(&self, request: &Request, scope: Scope) -> Vec<Checkpoint> {
+        let length = request.tokens.len() as u64;
         let mut parent = self.root(request, scope);
-        (0..full)
-            .map(|i| {
-                parent = self.block_record(request, i, &parent, scope).digest();
-                parent
-            })
-            .collect()
+        let mut out = Vec::new();
+        let mut first = 0;
+        while first < length {
+            let end = (first + self.block_size).min(length);
+            let whole = end - first == self.block_size;
+            let stops = match self.options.partial {
+                Partial::None if whole => end..=end,
+                Partial::None => break,
+                Partial::Tokens => first + 1..=end,
+            };
+            for stop in stops {
+                let id = self.record(request, (first, stop), &parent, scope).digest();
+                out.push((stop, id));
+            }
+            if !whole {
+                break;
+            }
+            parent = out.last().expect("a whole block has a checkpoint").1;
+            first = end;
+        }
+        out
     }
 
     /// The chain's root: fixed for a scheme (a seeded root, PREFIX-20), plus
@@ -517,16 +343,16 @@ impl PrefixCache {
         record.digest()
     }
 
-    /// Block `index`'s record: its parent, tokens and discriminants.
-    fn block_record(
+    /// The record of positions `first .. stop` of one block: its parent,
+    /// their tokens, and every discriminant that reaches them.
+    fn record(
         &self,
         request: &Request,
-        index: u64,
+        (first, stop): (u64, u64),
         parent: &BlockId,
         scope: Scope,
     ) -> Record {
-        let (first, end) = (index * self.block_size, (index + 1) * self.block_size);
-        let tokens = &request.tokens[first as usize..end as usize];
+        let tokens = &request.tokens[first as usize..stop as usize];
         let mut record = Record::default();
         record.tag(tag::PARENT).bytes(parent);
         record.tag(tag::TOKENS).u64(tokens.len() as u64);
@@ -539,20 +365,16 @@ impl PrefixCache {
         record
             .tag(tag::USER_KEY)
             .optional_text(request.user_key.as_deref());
-        record.tag(tag::ADAPTER);
-        match &request.lora {
-            None => record.0.push(0),
-            Some(lora) => {
-                record.0.push(1);
-                lora.write(&mut record, self.options.adapter_identity, scope);
-            }
+        record.tag(tag::ADAPTER).presence(request.lora.is_some());
+        if let Some(lora) = &request.lora {
+            lora.write(&mut record, self.options.adapter_identity, scope);
         }
-        // Every span covering a position of the block, in a fixed order so
-        // the order they were added in does not matter.
+        // Every span covering one of the positions, in a fixed order, so the
+        // order they were added in does not matter.
         let mut spans: Vec<Vec<u8>> = request
             .spans
             .iter()
-            .filter(|span| span.covers(first, end))
+            .filter(|span| span.covers(first, stop))
             .map(|span| span.encode(self.options.media_identity))
             .collect();
         spans.sort();
@@ -561,89 +383,5 @@ impl PrefixCache {
             record.bytes(span);
         }
         record
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn engine() -> Engine {
-        Engine {
-            model: "m".into(),
-            kv_dtype: "bf16".into(),
-            layout: "nhd".into(),
-            shard: "tp0".into(),
-        }
-    }
-
-    fn cache(options: Options) -> PrefixCache {
-        PrefixCache::new(4, engine(), options).unwrap()
-    }
-
-    fn req(tokens: &str, salt: Option<&str>, user_key: Option<&str>) -> Request {
-        Request::new(tokens, salt, user_key).unwrap()
-    }
-
-    #[test]
-    fn full_blocks_are_reused_up_to_the_first_difference() {
-        let mut c = cache(Options::default());
-        c.store(&req("1 2 3 4 5 6 7 8 9 10", None, None));
-        assert_eq!(c.lookup(&req("1 2 3 4 5 6 7 8 9 10 11 12", None, None)), 8);
-        assert_eq!(c.lookup(&req("1 2 3 4 5 0 7 8", None, None)), 4);
-        assert_eq!(c.lookup(&req("5 6 7 8", None, None)), 0);
-        assert_eq!(c.lookup(&req("1 2 3", None, None)), 0);
-    }
-
-    #[test]
-    fn namespaces_are_typed_and_delimited() {
-        for scope in [SaltScope::Root, SaltScope::EveryBlock] {
-            let mut c = cache(Options {
-                salt_scope: scope,
-                ..Options::default()
-            });
-            c.store(&req("1 2 3 4", Some("ab"), Some("c")));
-            assert_eq!(c.lookup(&req("1 2 3 4", Some("ab"), Some("c"))), 4);
-            assert_eq!(c.lookup(&req("1 2 3 4", Some("a"), Some("bc"))), 0);
-            assert_eq!(c.lookup(&req("1 2 3 4", Some("c"), Some("ab"))), 0);
-            c.store(&req("1 2 3 4", None, None));
-            assert_eq!(c.lookup(&req("1 2 3 4", Some(""), None)), 0);
-        }
-    }
-
-    #[test]
-    fn a_reloaded_adapter_is_another_identity_unless_content_says_otherwise() {
-        let first = Lora::load("w1");
-        let again = Lora::load("w1");
-        for (rule, shares) in [
-            (AdapterIdentity::Instance, false),
-            (AdapterIdentity::Content, true),
-        ] {
-            let mut c = cache(Options {
-                adapter_identity: rule,
-                ..Options::default()
-            });
-            let mut a = req("1 2 3 4", None, None);
-            a.lora = Some(first.clone());
-            c.store(&a);
-            let mut b = req("1 2 3 4", None, None);
-            b.lora = Some(again.clone());
-            assert_eq!(c.lookup(&b), if shares { 4 } else { 0 });
-            b.lora = Some(Lora::load("w2"));
-            assert_eq!(c.lookup(&b), 0);
-        }
-    }
-
-    #[test]
-    fn media_keys_shape_and_placement_and_reaches_later_blocks() {
-        let mut c = cache(Options::default());
-        let mut a = req("7 7 7 7 1 2 3 4", None, None);
-        a.spans.push(Span::media((0, 4), "pixels", (30, 100), None));
-        c.store(&a);
-        let mut b = req("7 7 7 7 1 2 3 4", None, None);
-        b.spans.push(Span::media((0, 4), "pixels", (100, 30), None));
-        assert_eq!(c.lookup(&b), 0);
-        b.spans[0] = Span::media((0, 4), "pixels", (30, 100), None);
-        assert_eq!(c.lookup(&b), 8);
     }
 }
