@@ -2,20 +2,27 @@
 //!
 //! The declaration of the `hello` answer (contract "Declarations (hello
 //! answer)") is fixed for the life of the process: the format versions
-//! written and read, the `profile_v2_revision` option and the
-//! `plan_key_window` option. Nothing else is configurable.
+//! written and read, the `profile_v2_revision` and `plan_key_window`
+//! options, and five options of the class `prefix_cache`. Nothing else is
+//! configurable.
 //!
 //! ```text
 //! --writes 1|2                          the version stamped (default 1)
 //! --reads 1,2                           the versions read (default: the one written)
 //! --v2-revision split_width|layout_only (default split_width)
 //! --plan-key-window keyed|structure     (default keyed)
+//! --prefix-partial none|tokens          (default none)
+//! --prefix-salt-scope root|every_block  (default every_block)
+//! --prefix-adapter-identity instance|content (default instance)
+//! --prefix-media-identity content|caller     (default content)
+//! --prefix-empty-salt distinct|refuse        (default distinct)
 //! ```
 //!
 //! Each flag takes its value as the next argument or after `=`
 //! (`--writes=2`). A flag given twice, an unknown flag or value, or a readable
 //! set that leaves out the written version is refused.
 
+use crate::prefix::{self, AdapterIdentity, Choices, EmptySalt, MediaIdentity, Partial, SaltScope};
 use crate::signature::{Profile, Revision, DEFINED_VERSIONS};
 
 /// How a model parameter named `sliding_window` enters the plan key
@@ -44,6 +51,7 @@ impl WindowKeying {
 pub struct Config {
     pub profile: Profile,
     pub window_keying: WindowKeying,
+    pub prefix: prefix::Options,
 }
 
 impl Default for Config {
@@ -51,6 +59,7 @@ impl Default for Config {
         Config {
             profile: Profile::v1(),
             window_keying: WindowKeying::Keyed,
+            prefix: prefix::Options::default(),
         }
     }
 }
@@ -63,7 +72,10 @@ pub enum Invocation {
 }
 
 pub const USAGE: &str = "usage: kvconform-rust-adapter [--writes 1|2] [--reads 1,2] \
-[--v2-revision split_width|layout_only] [--plan-key-window keyed|structure]";
+[--v2-revision split_width|layout_only] [--plan-key-window keyed|structure] \
+[--prefix-partial none|tokens] [--prefix-salt-scope root|every_block] \
+[--prefix-adapter-identity instance|content] [--prefix-media-identity content|caller] \
+[--prefix-empty-salt distinct|refuse]";
 
 /// Read the flags (without the program name). An `Err` is the one line to
 /// print before exiting with status 2.
@@ -75,6 +87,11 @@ where
     let mut reads: Option<Vec<u64>> = None;
     let mut revision: Option<Revision> = None;
     let mut keying: Option<WindowKeying> = None;
+    let mut partial: Option<Partial> = None;
+    let mut salt_scope: Option<SaltScope> = None;
+    let mut adapter_identity: Option<AdapterIdentity> = None;
+    let mut media_identity: Option<MediaIdentity> = None;
+    let mut empty_salt: Option<EmptySalt> = None;
 
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -112,6 +129,26 @@ where
                 };
                 set(&mut keying, &flag, parsed)?
             }
+            "--prefix-partial" => {
+                let parsed = choice(&flag, Partial::VALUES, &value()?)?;
+                set(&mut partial, &flag, parsed)?
+            }
+            "--prefix-salt-scope" => {
+                let parsed = choice(&flag, SaltScope::VALUES, &value()?)?;
+                set(&mut salt_scope, &flag, parsed)?
+            }
+            "--prefix-adapter-identity" => {
+                let parsed = choice(&flag, AdapterIdentity::VALUES, &value()?)?;
+                set(&mut adapter_identity, &flag, parsed)?
+            }
+            "--prefix-media-identity" => {
+                let parsed = choice(&flag, MediaIdentity::VALUES, &value()?)?;
+                set(&mut media_identity, &flag, parsed)?
+            }
+            "--prefix-empty-salt" => {
+                let parsed = choice(&flag, EmptySalt::VALUES, &value()?)?;
+                set(&mut empty_salt, &flag, parsed)?
+            }
             _ => return Err(format!("unknown argument {arg:?} ({USAGE})")),
         }
     }
@@ -131,7 +168,25 @@ where
             revision: revision.unwrap_or_default(),
         },
         window_keying: keying.unwrap_or_default(),
+        prefix: {
+            let ours = prefix::Options::default();
+            prefix::Options {
+                partial: partial.unwrap_or(ours.partial),
+                salt_scope: salt_scope.unwrap_or(ours.salt_scope),
+                adapter_identity: adapter_identity.unwrap_or(ours.adapter_identity),
+                media_identity: media_identity.unwrap_or(ours.media_identity),
+                empty_salt: empty_salt.unwrap_or(ours.empty_salt),
+            }
+        },
     }))
+}
+
+/// One of an option's named values.
+fn choice<T: Copy>(flag: &str, choices: Choices<T>, text: &str) -> Result<T, String> {
+    prefix::named(choices, text).ok_or_else(|| {
+        let names: Vec<&str> = choices.iter().map(|(name, _)| *name).collect();
+        format!("{flag}: expected {}, got {text:?}", names.join(" or "))
+    })
 }
 
 fn set<T>(slot: &mut Option<T>, flag: &str, value: T) -> Result<(), String> {
@@ -202,6 +257,17 @@ mod tests {
         assert_eq!((c.profile.writes, c.profile.reads), (1, vec![1, 2]));
         assert_eq!(c.window_keying, WindowKeying::Structure);
         assert_eq!(parse("--help"), Ok(Invocation::Help));
+        let c = config("--prefix-salt-scope root --prefix-empty-salt=refuse");
+        assert_eq!(c.prefix.salt_scope, SaltScope::Root);
+        assert_eq!(c.prefix.empty_salt, EmptySalt::Refuse);
+        assert_eq!(c.prefix.media_identity, MediaIdentity::Content);
+        let c = config("--prefix-adapter-identity content --prefix-media-identity caller");
+        assert_eq!(c.prefix.adapter_identity, AdapterIdentity::Content);
+        assert_eq!(c.prefix.media_identity, MediaIdentity::Caller);
+        assert_eq!(c.prefix.salt_scope, SaltScope::EveryBlock);
+        assert_eq!(c.prefix.partial, Partial::None);
+        let c = config("--prefix-partial tokens");
+        assert_eq!(c.prefix.partial, Partial::Tokens);
     }
 
     #[test]
@@ -217,6 +283,10 @@ mod tests {
             "--reads",
             "--v2-revision both",
             "--plan-key-window window",
+            "--prefix-salt-scope block",
+            "--prefix-partial some",
+            "--prefix-empty-salt",
+            "--prefix-media-identity caller --prefix-media-identity content",
             "--writes 1 --writes 1",
             "--verbose",
             "extra",

@@ -17,7 +17,9 @@ mod identity;
 mod json;
 mod kv_cache;
 mod plan;
+mod prefix;
 mod protocol;
+mod sha256;
 mod signature;
 #[cfg(test)]
 mod vectors;
@@ -58,11 +60,12 @@ fn main() {
 
     eprintln!(
         "{NAME} {VERSION}: ready (writes {}, reads {:?}, profile_v2_revision {}, \
-         plan_key_window {})",
+         plan_key_window {}, prefix options {:?})",
         config.profile.writes,
         config.profile.reads,
         config.profile.revision.name(),
-        config.window_keying.name()
+        config.window_keying.name(),
+        config.prefix.declared()
     );
     let mut input = BufReader::with_capacity(1 << 16, io::stdin().lock());
     let mut output = BufWriter::with_capacity(1 << 16, io::stdout().lock());

@@ -15,15 +15,18 @@ use crate::plan::{KeyParts, Model, ModelSpec, Param, Session};
 use crate::signature::{self, Layout, Revision, Signature, StoredLayer};
 use crate::verify;
 
+mod prefix_ops;
+
 pub const PROTOCOL: i128 = 1;
 pub const NAME: &str = "kvconform-rust-adapter";
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Every class, always; `plan_validity` requires `plan`, which is claimed.
-pub const CLASSES: [&str; 6] = [
+pub const CLASSES: [&str; 7] = [
     "hash",
     "identity",
     "plan",
     "plan_validity",
+    "prefix_cache",
     "signature",
     "verify",
 ];
@@ -37,6 +40,10 @@ const MAX_PAYLOAD_ELEMENTS: u128 = 1 << 28;
 pub enum Reply {
     Ok(Json),
     Error(KvError),
+    /// A refusal outside the block-format errors of `KvError`: the empty
+    /// salt under `prefix_empty_salt: refuse` (PREFIX-14), already written
+    /// as an error object.
+    Refusal(Json),
     // No `unsupported` form: every class is declared, so PROTO-23 never applies.
     Failure(String),
 }
@@ -52,6 +59,7 @@ pub fn envelope(seq: Json, reply: Reply) -> Json {
     let (key, body) = match reply {
         Reply::Ok(v) => ("ok", v),
         Reply::Error(e) => ("error", e.to_json()),
+        Reply::Refusal(e) => ("error", e),
         Reply::Failure(m) => ("failure", Json::Str(m)),
     };
     Json::obj([("seq", seq), (key, body)])
@@ -61,6 +69,7 @@ enum Object {
     Model(Model),
     Cache(KvCache),
     Session(Session),
+    Prefix(prefix_ops::PrefixObject),
 }
 
 impl Object {
@@ -69,6 +78,7 @@ impl Object {
             Object::Model(_) => "a model",
             Object::Cache(_) => "a cache",
             Object::Session(_) => "a session",
+            Object::Prefix(p) => p.kind(),
         }
     }
 }
@@ -369,6 +379,7 @@ impl Adapter {
                     &expected,
                 )))
             }
+            op if prefix_ops::OPS.contains(&op) => self.prefix_op(op, r),
             // Every class is declared, so `unsupported` (PROTO-23) never applies:
             // an operation nobody defined is an undecodable request (PROTO-9).
             other => Err(format!("unknown operation {other:?}")),
@@ -506,6 +517,13 @@ fn hello(r: &Json, config: &Config) -> Outcome {
     if config.window_keying != WindowKeying::default() {
         options.push(("plan_key_window", Json::from(config.window_keying.name())));
     }
+    options.extend(
+        config
+            .prefix
+            .declared()
+            .into_iter()
+            .map(|(name, value)| (name, Json::from(value))),
+    );
     if !options.is_empty() {
         fields.push(("options", Json::obj(options)));
     }
@@ -869,7 +887,7 @@ mod tests {
     use super::*;
     use crate::json::parse;
 
-    fn ask(a: &mut Adapter, line: &str) -> Json {
+    pub(super) fn ask(a: &mut Adapter, line: &str) -> Json {
         let req = parse(line).unwrap();
         let (reply, _) = a.handle(&req);
         envelope(req.get("seq").cloned().unwrap_or(Json::Null), reply)
@@ -887,14 +905,18 @@ mod tests {
         assert_eq!(ok.get("language").and_then(Json::as_str), Some("rust"));
         assert_eq!(
             ok.get("classes").and_then(Json::as_array).map(|c| c.len()),
-            Some(6)
+            Some(7)
         );
         assert_eq!(ok.get("format").unwrap().get("writes"), Some(&Json::Int(1)));
         assert_eq!(
             ok.get("format").unwrap().get("reads"),
             Some(&Json::Arr(vec![Json::Int(1)]))
         );
-        assert_eq!(ok.get("options"), None);
+        // Only the prefix_cache options it does not answer by default.
+        assert_eq!(
+            ok.get("options").unwrap().to_line(),
+            json_line(r#"{"prefix_salt_scope":"every_block","prefix_tier":"shared"}"#)
+        );
         for bad in [
             r#"{"seq": 0, "op": "hello", "protocol": 2}"#,
             r#"{"seq": 0, "op": "hello"}"#,
@@ -991,7 +1013,7 @@ mod tests {
         );
     }
 
-    fn adapter(flags: &str) -> Adapter {
+    pub(super) fn adapter(flags: &str) -> Adapter {
         match crate::config::parse_args(flags.split_whitespace().map(String::from)) {
             Ok(crate::config::Invocation::Serve(c)) => Adapter::with_config(c),
             other => panic!("{flags}: {other:?}"),
@@ -1017,7 +1039,9 @@ mod tests {
         );
         assert_eq!(
             ok.get("options").unwrap().to_line(),
-            json_line(r#"{"profile_v2_revision":"layout_only","plan_key_window":"structure"}"#)
+            json_line(
+                r#"{"profile_v2_revision":"layout_only","plan_key_window":"structure","prefix_salt_scope":"every_block","prefix_tier":"shared"}"#
+            )
         );
         assert!(ok
             .get("classes")
