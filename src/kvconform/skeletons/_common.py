@@ -8,6 +8,7 @@ import re
 import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from importlib import resources
 
 import kvconform
 from kvconform.protocol.codec import PROTOCOL_VERSION
@@ -125,6 +126,11 @@ def header_lines(
 def comment(text: str, marker: str, width: int = 88) -> str:
     """``text`` wrapped as comment lines starting with ``marker``."""
     return "\n".join(f"{marker} {line}" for line in textwrap.wrap(text, width - len(marker) - 1))
+
+
+def template(name: str) -> str:
+    """The text of a skeleton template kept as data in ``skeletons/templates/``."""
+    return (resources.files("kvconform.skeletons") / "templates" / name).read_text(encoding="utf-8")
 
 
 def fill(template: str, **values: str) -> str:
