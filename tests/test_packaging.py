@@ -78,3 +78,22 @@ def test_the_wheel_installs_no_top_level_reference_or_conformance(
     )
     result = _run([str(installed / "bin" / "python"), "-c", probe], cwd=tmp_path)
     assert result.stdout.split() == ["None", "None", "True"], result.stdout + result.stderr
+
+
+def test_the_wheel_writes_every_skeleton(installed: Path, tmp_path: Path) -> None:
+    """The skeletons' templates are package data (skeletons/templates/): a wheel that
+    left one out would write no skeleton in that language."""
+    for language in ("python", "rust", "javascript"):
+        target = tmp_path / language
+        result = _run(
+            [
+                str(installed / "bin" / "kvconform"),
+                "new-adapter",
+                "--lang",
+                language,
+                str(target),
+            ],
+            cwd=tmp_path,
+        )
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        assert any(target.rglob("*")), language
