@@ -10,6 +10,7 @@ operation, or does not depend on the row's value.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -111,3 +112,39 @@ def test_the_check_has_teeth() -> None:
     refusing = cases["plan.truncate-refuse.held-plan-unchanged"]
     assert tm.depends_on(refusing, "truncate_past_length", "refuse") is None
     assert tm.depends_on(refusing, "truncate_past_length", "noop") is not None
+
+
+#: The block sizes with a case of their own in prefix/block-sizes.yaml.
+_BLOCK_SIZE_CASES = "prefix.block-size.declared-"
+
+
+def _with_block_size(cls: type, size: int) -> Any:
+    class Declared(cls):  # type: ignore[misc, valid-type]
+        def describe(self) -> AdapterInfo:
+            info: AdapterInfo = super().describe()
+            return dataclasses.replace(
+                info, options={**info.options, "prefix_block_size": str(size)}
+            )
+
+    return Declared()
+
+
+def test_engines_of_every_declared_block_size_pass_their_own_case() -> None:
+    """No false alarm at a block-size row: the reference and the prefix variants whose
+    block size is the one they are made with, each declaring one size, pass that size's
+    case and find every other size's case not applicable."""
+    from kvconform.adapters.reference import ReferenceAdapter
+    from kvconform.harness.runner import run_cases
+    from kvconform.protocol.driver import InProcessDriver
+    from tests.variants.prefix import LmcacheLikeTier, SglangLikeRadixTree, VllmLikeChain
+
+    cases = [c for c in suite.all_cases() if c.id.startswith(_BLOCK_SIZE_CASES)]
+    sizes = sorted(int(dict(c.options)["prefix_block_size"]) for c in cases)
+    assert sizes == [1, 8, 16, 32, 64, 128, 256]
+    for cls in (ReferenceAdapter, VllmLikeChain, SglangLikeRadixTree, LmcacheLikeTier):
+        for size in sizes:
+            results = run_cases(cases, InProcessDriver(_with_block_size(cls, size)))
+            verdicts = {r.case.id: r.verdict for r in results}
+            own = f"{_BLOCK_SIZE_CASES}{size}-reuses-whole-blocks-of-{size}"
+            assert verdicts.pop(own) == "passed", f"{cls.__name__} at {size}: {results}"
+            assert set(verdicts.values()) == {"not_applicable"}, (cls.__name__, size, verdicts)

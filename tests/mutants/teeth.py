@@ -1298,3 +1298,37 @@ class CapacityRefusalRemints(ReferenceAdapter):
         cache = super().cache_new_placed(geometry, residency, layer_storage)
         cache.__class__ = _CapacityRefusalRemints
         return cache
+
+
+# --- prefix_block_size: one mutant per declared size with a case of its own -----------
+
+
+def _double_block_pool(size: int) -> type:
+    class DoubleBlockPool(ReferenceAdapter):
+        __doc__ = (
+            f"Declares prefix_block_size: {size}, is made with it, and hashes in blocks "
+            f"of {2 * size} (prefix.block-size.declared-{size}-reuses-whole-blocks-of-{size})."
+        )
+
+        def describe(self) -> AdapterInfo:
+            info = super().describe()
+            return replace(info, options={**info.options, "prefix_block_size": str(size)})
+
+        def prefix_new(self, block_size, model_name, kv_dtype, layout, shard):  # type: ignore[no-untyped-def]
+            # MUTATION: the pool's hash block size is a setting apart from the block size
+            return super().prefix_new(2 * block_size, model_name, kv_dtype, layout, shard)
+
+    DoubleBlockPool.__name__ = DoubleBlockPool.__qualname__ = f"DoubleBlockPool{size}"
+    return DoubleBlockPool
+
+
+for _size in (1, 8, 16, 32, 64, 128, 256):
+    globals()[f"DoubleBlockPool{_size}"] = mutant(
+        f"prefix-block-size-{_size}-hashes-double-blocks",
+        breaks=("PREFIX-6",),
+        half="over",
+        plausible=f"an engine made with blocks of {_size} whose pool hashes in blocks of "
+        f"{2 * _size}: the hash block size is a setting of its own (as vLLM's "
+        "hash_block_size is) and was left at twice the declared size, so whole blocks "
+        "of the declared size go unreused",
+    )(_double_block_pool(_size))
