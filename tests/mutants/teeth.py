@@ -1164,7 +1164,7 @@ class DtypeEnumReaderMapsUnknownToF32(_DeclaresDtypeEnum):
     half="over",
     plausible="plan_key_cache_heads: implied read as 'the head count is implied': the "
     "key drops n_kv_heads but still mixes head_dim, so the declaration says one thing "
-    "and the key does another (plan.key-probe.implied-heads-left-to-alloc)",
+    "and the key does another (plan.cache-heads-implied.heads-left-to-alloc)",
 )
 class ImpliedStillKeysHeadDim(_variant_options.CacheHeadsImplied):
     def plan_key(self, identity: PlanIdentity) -> int:
