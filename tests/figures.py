@@ -62,7 +62,7 @@ def documents() -> list[Path]:
 def figures() -> dict[str, int]:
     """Every figure the documents may mark, by name."""
     out: dict[str, int] = {}
-    for part in (_requirements, _cases, _declarations, _decisions, _mutants, _variants):
+    for part in (_requirements, _cases, _declarations, _decisions, _mutants, _variants, _teeth):
         out.update(part())
     return out
 
@@ -172,6 +172,12 @@ def _mutants() -> dict[str, int]:
     for group, n in groups.items():
         out[f"mutants.group.{group}"] = n
     return out
+
+
+def _teeth() -> dict[str, int]:
+    from tests.teeth_matrix import counts
+
+    return counts()
 
 
 def _variants() -> dict[str, int]:

@@ -23,7 +23,10 @@ from kvconform_reference.identity import KvAllocId, ModelInstanceId
 from kvconform_reference.signature import V1, CacheSignature, StoredLayer
 from kvconform_reference.verify import KvBlock, UnverifiedBlock
 
-from kvconform.values import AdapterInfo, Fault
+from kvconform.adapters.reference import ReferenceAdapter
+from kvconform.values import AdapterInfo, Fault, PlanIdentity
+from tests.variants import options as _variant_options
+from tests.variants import upstream_v2 as _variant_upstream_v2
 
 from . import mutant
 from ._kit import (
@@ -1148,3 +1151,184 @@ class DtypeEnumReaderMapsUnknownToF32(_DeclaresDtypeEnum):
         if recorded is not None and recorded.dtype not in ("f32", "f16"):
             recorded = replace(recorded, dtype="f32")  # MUTATION: unknown names fall back to f32
         return super().verify(recorded, payload, expected)
+
+
+# --- Teeth at every option's edges (conformance/teeth.yaml) ---------------------------
+# Each misreads one option value at an operation where no scenario judged that value
+# before; the scenario named in its docstring is the one that kills it.
+
+
+@mutant(
+    "implied-still-keys-head-dim",
+    breaks=("PLAN-15",),
+    half="over",
+    plausible="plan_key_cache_heads: implied read as 'the head count is implied': the "
+    "key drops n_kv_heads but still mixes head_dim, so the declaration says one thing "
+    "and the key does another (plan.cache-heads-implied.heads-left-to-alloc)",
+)
+class ImpliedStillKeysHeadDim(_variant_options.CacheHeadsImplied):
+    def plan_key(self, identity: PlanIdentity) -> int:
+        from kvconform.adapters.reference import plan_identity
+
+        ident = plan_identity(identity)
+        # MUTATION: only the head count is left to the allocation id
+        return replace(ident, geometry=replace(ident.geometry, n_kv_heads=1)).key()
+
+
+@mutant(
+    "validity-counts-hook-toggles",
+    breaks=("PLAN-18", "PLAN-19"),
+    half="over",
+    plausible="the three-valued check keeps a graph generation bumped on every hook "
+    "toggle and calls a plan stale once it moved, even when the hook state is restored "
+    "and the key is whole again (plan.validity.hook-restored-is-valid-again)",
+)
+class ValidityCountsHookToggles(ReferenceAdapter):
+    def model_set_hook(self, m: model.Model, hook: str, present: bool) -> None:
+        if m.hooks.get(hook) != present:
+            m._toggles = getattr(m, "_toggles", 0) + 1  # type: ignore[attr-defined]
+        super().model_set_hook(m, hook, present)
+
+    def session_new(self, m, cache, step_tokens):  # type: ignore[no-untyped-def]
+        session = super().session_new(m, cache, step_tokens)
+        session._generation = getattr(m, "_toggles", 0)
+        return session
+
+    def session_validity(self, session, m, cache, step):  # type: ignore[no-untyped-def]
+        found = super().session_validity(session, m, cache, step)
+        if found == "valid" and getattr(m, "_toggles", 0) != session._generation:
+            return "stale"  # MUTATION: any toggle since the build is a new graph
+        return found
+
+
+class _LineageModel(_variant_options._RemintingModel):
+    """A re-minting model that remembers the instance it was first minted as."""
+
+    def set_hook(self, name: str, present: bool) -> None:
+        first = getattr(self, "lineage", self.instance_id)
+        super().set_hook(name, present)
+        self.lineage = first
+
+
+@mutant(
+    "remint-lineage-is-same-structure",
+    breaks=("PLAN-18", "PLAN-19", "PLAN-24"),
+    half="under",
+    plausible="under hook_toggle: remints_instance the re-minted model is tracked as a "
+    "successor of the one it replaced, and the three-valued check compares that lineage "
+    "instead of the instance id: with the hooks restored a plan is merely "
+    "allocation_changed, inviting a rebind over an instance it never baked for "
+    "(plan.validity.hook-restored-under-remints-stays-stale)",
+)
+class RemintLineageIsSameStructure(_variant_options.HookRemints):
+    def model_new(self, spec):  # type: ignore[no-untyped-def]
+        m = super().model_new(spec)
+        m.__class__ = _LineageModel
+        return m
+
+    def session_validity(self, session, m, cache, step):  # type: ignore[no-untyped-def]
+        found = super().session_validity(session, m, cache, step)
+        lineage = getattr(m, "lineage", m.instance_id)
+        if found != "stale" or lineage == m.instance_id:
+            return found
+        real, m.instance_id = m.instance_id, lineage  # MUTATION: the lineage stands for it
+        try:
+            again = super().session_validity(session, m, cache, step)
+        finally:
+            m.instance_id = real
+        return "allocation_changed" if again == "valid" else again
+
+
+@mutant(
+    "layout-only-measure-splits-width",
+    breaks=("PROF-11",),
+    half="contract",
+    plausible="a writer of the layout_only line whose measure path was shared with the "
+    "later line: stamping follows the declared revision, while measuring still knows a V "
+    "head width and refuses a split payload as split_kv_head_width "
+    "(signature.v2.layout-only-measure-split-is-ragged-v)",
+)
+class LayoutOnlyMeasureSplitsWidth(_variant_upstream_v2.FerroxV2LayoutOnly):
+    _measuring = False
+
+    def _tokens_of(self, index, layer, width, version):  # type: ignore[no-untyped-def]
+        split = layer.v_head_dim is not None and layer.v_head_dim != layer.head_dim
+        if self._measuring and split:  # MUTATION: the V head width is checked when measuring
+            _variant_upstream_v2._refuse(
+                "split_kv_head_width",
+                layer=index,
+                head_dim=layer.head_dim,
+                v_head_dim=layer.v_head_dim,
+            )
+        return super()._tokens_of(index, layer, width, version)
+
+    def measure(self, model_name, payload, *, layout=None):  # type: ignore[no-untyped-def]
+        self._measuring = True
+        try:
+            return super().measure(model_name, payload, layout=layout)
+        finally:
+            self._measuring = False
+
+
+class _CapacityRefusalRemints(kv_cache.KvCache):
+    def append(self, k: np.ndarray, v: np.ndarray) -> None:
+        try:
+            super().append(k, v)
+        except errors.CapacityExceeded:
+            self._alloc_id = KvAllocId.mint()  # MUTATION: the refusal re-registers the storage
+            raise
+
+
+@mutant(
+    "capacity-refusal-remints",
+    breaks=("ALLOC-16", "ALLOC-14", "PLAN-19"),
+    half="over",
+    plausible="a 'reset on error' path: an append refused for capacity re-registers the "
+    "storage on its way out, so every plan held over the untouched cache is sent to a "
+    "rebind (plan.validity.capacity-refusal-keeps-valid; the alloc capacity scenarios "
+    "catch it too)",
+)
+class CapacityRefusalRemints(ReferenceAdapter):
+    def cache_new(self, geometry):  # type: ignore[no-untyped-def]
+        cache = super().cache_new(geometry)
+        cache.__class__ = _CapacityRefusalRemints
+        return cache
+
+    def cache_new_placed(self, geometry, residency, layer_storage):  # type: ignore[no-untyped-def]
+        cache = super().cache_new_placed(geometry, residency, layer_storage)
+        cache.__class__ = _CapacityRefusalRemints
+        return cache
+
+
+# --- prefix_block_size: one mutant per declared size with a case of its own -----------
+
+
+def _double_block_pool(size: int) -> type:
+    class DoubleBlockPool(ReferenceAdapter):
+        __doc__ = (
+            f"Declares prefix_block_size: {size}, is made with it, and hashes in blocks "
+            f"of {2 * size} (prefix.block-size.declared-{size}-reuses-whole-blocks-of-{size})."
+        )
+
+        def describe(self) -> AdapterInfo:
+            info = super().describe()
+            return replace(info, options={**info.options, "prefix_block_size": str(size)})
+
+        def prefix_new(self, block_size, model_name, kv_dtype, layout, shard):  # type: ignore[no-untyped-def]
+            # MUTATION: the pool's hash block size is a setting apart from the block size
+            return super().prefix_new(2 * block_size, model_name, kv_dtype, layout, shard)
+
+    DoubleBlockPool.__name__ = DoubleBlockPool.__qualname__ = f"DoubleBlockPool{size}"
+    return DoubleBlockPool
+
+
+for _size in (1, 8, 16, 32, 64, 128, 256):
+    globals()[f"DoubleBlockPool{_size}"] = mutant(
+        f"prefix-block-size-{_size}-hashes-double-blocks",
+        breaks=("PREFIX-6",),
+        half="over",
+        plausible=f"an engine made with blocks of {_size} whose pool hashes in blocks of "
+        f"{2 * _size}: the hash block size is a setting of its own (as vLLM's "
+        "hash_block_size is) and was left at twice the declared size, so whole blocks "
+        "of the declared size go unreused",
+    )(_double_block_pool(_size))
