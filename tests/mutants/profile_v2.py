@@ -350,21 +350,6 @@ class ProfVerifyValidatesTheExpectationLayout(LayoutAdapter):
     verifier = _ExpectationLayoutValidated()
 
 
-@mutant(
-    "prof-recorded-version-held-in-32-bits",
-    breaks=("VERIFY-3", "ERR-4"),
-    half="under",
-    plausible="the stamp's format_version is a u32 field, as in the seed and upstream "
-    "ferrox, and the decoder fills it with a cast; 2^32 + 2 then wraps to 2 and an "
-    "otherwise honest stamp of a version nobody wrote is read as version 2",
-)
-class ProfRecordedVersionHeldIn32Bits(LayoutAdapter):
-    def signature_of(self, sig: values.Signature) -> CacheSignature:
-        # MUTATION: `as u32`: the recorded version keeps only its low 32 bits
-        wrapped = replace(sig, format_version=sig.format_version & 0xFFFF_FFFF)
-        return super().signature_of(wrapped)
-
-
 class _WindowWildcard(LayoutVerifier):
     def compare(
         self,
