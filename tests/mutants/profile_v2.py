@@ -323,6 +323,33 @@ class ProfVerifyLayoutFromExpectation(LayoutAdapter):
     verifier = _LayoutFromExpectation()
 
 
+class _ExpectationLayoutValidated(LayoutVerifier):
+    def layout(
+        self, recorded: CacheSignature, expected: CacheSignature, rules: FormatProfile
+    ) -> BlockLayout | None:
+        layout = super().layout(recorded, expected, rules)
+        if layout is not None and expected.layout is not None:
+            expected.layout.check()  # MUTATION: the reader's own layout is the one validated
+            if layout.sliding_window is not None and layout.block_size > 0:
+                window = layout.sliding_window
+                if window == 0 or window % layout.block_size:
+                    # and the stamp's, "validated when it was written", is read as full causal
+                    layout = BlockLayout(layout.block_size, None)
+        return layout
+
+
+@mutant(
+    "prof-verify-validates-the-expectation-layout",
+    breaks=("VERIFY-10", "PROF-7"),
+    half="contract",
+    plausible="a reader checks the configuration it runs under and trusts a stamp's layout "
+    "because the writer checked it before stamping; a stamp with a zero or misaligned "
+    "window is then measured as full causal",
+)
+class ProfVerifyValidatesTheExpectationLayout(LayoutAdapter):
+    verifier = _ExpectationLayoutValidated()
+
+
 class _WindowWildcard(LayoutVerifier):
     def compare(
         self,

@@ -269,3 +269,37 @@ class FerroxV2UpstreamWording(_UpstreamV2):
     revision = "layout_only"
     label = "variant-ferrox-v2-upstream-wording"
     layout_type = _UpstreamWordedLayout
+
+
+@variant(
+    "ferrox-v2-expectation-by-construction",
+    "profile v2 of the first upstream line as an unchanged build of it answers: the reader's "
+    "expectation is decoded first, into the same layout type as a stamp's, and an expectation "
+    "that type cannot hold is an adapter failure, not a refusal",
+)
+class FerroxV2ExpectationByConstruction(_UpstreamV2):
+    """A reader whose expectation is its own configuration, built before any stamp is read.
+
+    Upstream ferrox's expected signature holds a ``BlockLayout``, valid by construction,
+    so a stdio adapter over the unchanged crate decodes the expectation first and cannot
+    represent one with a layout PROF-7 refuses. That is safe: such an expectation is no
+    configuration a reader runs with. The suite never sends one (spec/protocol.md, after
+    the values table); this variant is the standing check that it does not.
+    """
+
+    revision = "layout_only"
+    label = "variant-ferrox-v2-expectation-by-construction"
+
+    def verify(
+        self, recorded: Signature | None, payload: Payload, expected: Signature
+    ) -> Signature | Fault:
+        if expected.format_version == 2:
+            if expected.layout is None:
+                raise ValueError("expected: a version-2 expectation without its layout")
+            try:
+                self.layout_type.new(expected.layout.block_size, expected.layout.sliding_window)
+            except _Refused as refused:
+                raise ValueError(
+                    f"expected.layout: this reader cannot hold it ({refused.fault.message})"
+                ) from None
+        return super().verify(recorded, payload, expected)

@@ -124,7 +124,17 @@ def verify_op_v2(src: Source) -> ops.Verify:
         expected = lie_v2(src, truth, 1, valid_layout_only=True)
     if expected.layout is None and expected.format_version == 2:  # never a v2 one without
         expected = replace(expected, layout=truth.layout)
+    if expected.layout is not None and not holdable(expected.layout):
+        # A lying stamp picked as the expectation keeps its other lies, not a layout no
+        # reader runs under (spec/protocol.md: an expectation's layout is always valid).
+        expected = replace(expected, layout=truth.layout)
     return ops.Verify(recorded=recorded, payload=payload, expected=expected)
+
+
+def holdable(layout: Layout) -> bool:
+    """Whether PROF-7 accepts ``layout``: one a reader's configuration can hold."""
+    size, window = layout.block_size, layout.sliding_window
+    return size > 0 and (window is None or (window > 0 and window % size == 0))
 
 
 def measuring_op_v2(src: Source) -> ops.Op:
