@@ -75,7 +75,8 @@ def test_names_are_unique_and_every_class_is_in_the_table() -> None:
     assert len(set(NAMES)) == len(NAMES)
     declared = {cls for cls in vars(ops).values() if isinstance(cls, type)}
     subclasses = {cls for cls in declared if issubclass(cls, ops.Op) and cls is not ops.Op}
-    assert subclasses == set(ops.BY_CLASS)
+    assert subclasses == set(ops.BY_CLASS) | set(ops.HARNESS_STEPS)
+    assert not {step.name for step in ops.HARNESS_STEPS} & {*NAMES, *ops.CONTROL}
 
 
 def test_every_field_kind_and_result_kind_has_a_schema() -> None:
@@ -145,6 +146,7 @@ def test_scenario_verbs_are_the_operation_names() -> None:
         "nonzero",
         "increasing",
         "repeat",
+        "restart",
     }
 
 

@@ -52,7 +52,7 @@ class CaseResult:
 
 def class_not_claimed(case: Case, info: AdapterInfo) -> str | None:
     """The case, or one of its operations, needs a class the adapter does not declare."""
-    needed = {case.cls, *(op.needs for op in case.program)}
+    needed = {case.cls, *(op.needs for op in case.program if op.needs)}
     missing = sorted(needed - set(info.classes))
     if missing:
         return f"{info.name} does not declare the class {', '.join(missing)}"

@@ -386,6 +386,18 @@ class _Compiler:
                 raise self._fail((*at, "as"), f"{spec.name} has no value to bind")
             self._bind_value(args["as"], ValueRef(args["as"], index), (*at, "as"), it)
 
+    def _v_restart(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
+        """The implementation's process ends and a new one starts (PROTO-40): every
+        handle is gone after it, and only what the process kept outside itself (a
+        tier's ``storage``, PROTO-39) is there for the steps that follow."""
+        if not isinstance(args, Mapping) or args:
+            raise self._fail(at, "restart takes no arguments: write 'restart: {}'")
+        for cleared in list(self.unread_clears):
+            self._read_cleared(cleared)
+        self.unread_clears.clear()
+        self.scope.handles.clear()
+        self._emit(ops.Restart(), where)
+
     def _v_repeat(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         if it is not None:
             raise self._fail(at, "repeat cannot be nested")

@@ -498,8 +498,14 @@ FIELD_CODECS: dict[FieldKind, tuple[_Encoder, _Decoder]] = {
 
 
 def to_wire(op: Op) -> dict[str, Any]:
-    """The JSON-ready form of ``op`` (without the sequence number)."""
+    """The JSON-ready form of ``op`` (without the sequence number).
+
+    A harness step that is no operation of the table (``restart``, PROTO-40) is shown
+    as its name alone; it is never sent (the drivers carry it out themselves).
+    """
     out: dict[str, Any] = {"op": op.name}
+    if type(op) not in BY_CLASS:
+        return out
     for field in BY_CLASS[type(op)].fields:
         value = getattr(op, field.name)
         if field.added and value is None:  # left out at its default (PROTO-31)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from kvconform.protocol import operations as ops
@@ -22,6 +22,7 @@ from kvconform.protocol.codec import (
     info_text,
     result_type_problem,
 )
+from kvconform.protocol.storage import segments, with_storage
 from kvconform.values import AdapterInfo, Broken, Fault, Ok, Outcome, Refused
 
 
@@ -104,25 +105,75 @@ def _is_constant(value: object) -> bool:
     return value is None or value is True or value is False
 
 
-class InProcessDriver:
-    """Runs programs by calling a Python adapter's methods directly."""
+def _described(adapter: Adapter) -> AdapterInfo:
+    """``adapter.describe()``, checked as a hello answer is, in the form reports show."""
+    info = adapter.describe()
+    if type(info) is not AdapterInfo:  # exactly: a subclass's own problems() never runs
+        raise TypeError(f"describe() returned {type(info).__name__}, not an AdapterInfo")
+    problems = AdapterInfo.problems(info)
+    if problems:  # the same checks as a hello answer over the protocol (CONF-6, CONF-7)
+        raise ValueError(f"describe(): {problems[0]}")
+    return dataclasses.replace(  # its own words, kept as a hello answer's are
+        info,
+        name=info_text(info.name),
+        version=info_text(info.version),
+        language=info_text(info.language),
+    )
 
-    def __init__(self, adapter: Adapter) -> None:
+
+class InProcessDriver:
+    """Runs programs by calling a Python adapter's methods directly.
+
+    ``factory`` makes the adapter again for a scenario's ``restart`` (PROTO-40): the
+    new adapter object stands for the new process (its class when not given, called
+    with no arguments). Whatever the implementation keeps in its modules survives an
+    in-process restart; a value meant to be per process lives on the adapter object.
+    """
+
+    def __init__(self, adapter: Adapter, factory: Callable[[], Adapter] | None = None) -> None:
         self.adapter = adapter
-        info = adapter.describe()
-        if type(info) is not AdapterInfo:  # exactly: a subclass's own problems() never runs
-            raise TypeError(f"describe() returned {type(info).__name__}, not an AdapterInfo")
-        problems = AdapterInfo.problems(info)
-        if problems:  # the same checks as a hello answer over the protocol (CONF-6, CONF-7)
-            raise ValueError(f"describe(): {problems[0]}")
-        self.info = dataclasses.replace(  # its own words, kept as a hello answer's are
-            info,
-            name=info_text(info.name),
-            version=info_text(info.version),
-            language=info_text(info.language),
-        )
+        self.factory: Callable[[], Adapter] = factory or type(adapter)
+        self.info = _described(adapter)
+        #: Adapters made again for a ``restart`` step (the first one is not counted).
+        self.restarts = 0
 
     def run(self, program: Sequence[ops.Op]) -> list[Outcome]:
+        with with_storage(program) as sent:
+            if not any(isinstance(op, ops.Restart) for op in sent):
+                return self._run(sent)
+            outcomes: list[Outcome] = []
+            for number, part in enumerate(segments(sent)):
+                if number:
+                    restarted = self._restart()
+                    outcomes.append(restarted)
+                    if isinstance(restarted, Broken):  # no process to run the rest
+                        return outcomes + [restarted] * (len(sent) - len(outcomes))
+                outcomes += self._run(part)
+            return outcomes
+
+    def _restart(self) -> Outcome:
+        """A new adapter from the factory, in place of the one whose handles were all
+        released (PROTO-40); it must describe itself as the first did (PROTO-13)."""
+        try:
+            adapter = self.factory()
+            info = _described(adapter)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            return Broken(clip(f"the adapter could not be made again: {exc}", SHOWN_LIMIT))
+        if info != self.info:
+            return Broken(
+                clip(
+                    f"the adapter made again describes itself differently: {info} "
+                    f"instead of {self.info}",
+                    SHOWN_LIMIT,
+                )
+            )
+        self.adapter = adapter
+        self.restarts += 1
+        return _CONSTANT_OUTCOMES[None]
+
+    def _run(self, program: Sequence[ops.Op]) -> list[Outcome]:
         handles = Handles()
         try:
             return [self._one(handles, op) for op in program]
