@@ -661,3 +661,76 @@ class LongestCommonPrefix(_PrefixShape):
             (_common(positions, seq) for ns, seq in slots.sequences if ns == namespace),
             default=0,
         )
+
+
+# --- the same shapes at the one block size their engines run with (CONF-24) ----------
+
+
+class _OneBlockSize(_PrefixShape):
+    """A shape whose engine has one block size: it refuses to make a cache of another
+    (PREFIX-6), so the suite judges it on cases re-expressed in its blocks (CONF-24)."""
+
+    block: ClassVar[int] = 0
+
+    def prefix_new(
+        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+    ) -> Any:
+        if block_size != self.block:
+            raise ValueError(f"this engine's blocks hold {self.block} positions, not {block_size}")
+        return super().prefix_new(block_size, model_name, kv_dtype, layout, shard)
+
+
+def _at(options: Mapping[str, str], block: int) -> Mapping[str, str]:
+    return MappingProxyType({**options, "prefix_block_size": str(block)})
+
+
+@variant(
+    "prefix-vllm-like-chain-16",
+    "the vLLM-like chain at vLLM's default block of 16 positions, its only size",
+)
+class VllmLikeChain16(_OneBlockSize, VllmLikeChain):
+    block = 16
+    prefix_options = _at(VllmLikeChain.prefix_options, 16)
+
+
+@variant(
+    "prefix-sglang-like-radix-tree-page-1",
+    "the SGLang-like radix tree at SGLang's default page of 1 token, its only size",
+)
+class SglangLikeRadixTreePage1(_OneBlockSize, SglangLikeRadixTree):
+    block = 1
+    prefix_options = _at(SglangLikeRadixTree.prefix_options, 1)
+
+
+@variant(
+    "prefix-trtllm-like-mix-64",
+    "the TensorRT-LLM-like mix at 64 tokens per block, the one size an engine is built with",
+)
+class TrtLlmLikeMix64(_OneBlockSize, TrtLlmLikeMix):
+    block = 64
+    prefix_options = _at(TrtLlmLikeMix.prefix_options, 64)
+
+
+@variant(
+    "prefix-nano-vllm-like-chain-256",
+    "the nano-vllm-like chain at nano-vllm's block of 256 positions, its only size",
+)
+class NanoVllmLikeChain256(_OneBlockSize, NanoVllmLikeChain):
+    block = 256
+    prefix_options = _at(NanoVllmLikeChain.prefix_options, 256)
+
+    def prefix_new(
+        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+    ) -> _NanoEngine:
+        if block_size != self.block:
+            raise ValueError(f"this engine's blocks hold {self.block} positions, not {block_size}")
+        return _NanoEngine(block_size)
+
+
+@variant(
+    "prefix-lmcache-like-tier-256",
+    "the LMCache-like tier at LMCache's default chunk of 256 tokens, its only size",
+)
+class LmcacheLikeTier256(_OneBlockSize, LmcacheLikeTier):
+    block = 256
+    prefix_options = _at(LmcacheLikeTier.prefix_options, 256)
