@@ -20,6 +20,7 @@ from kvconform.harness import suite
 from kvconform.harness.runner import run_cases
 from kvconform.harness.scenario import Case
 from kvconform.protocol import operations as ops
+from kvconform.protocol import steps
 from kvconform.protocol.client import StdioDriver
 from kvconform.protocol.driver import Driver, InProcessDriver
 from kvconform.values import Broken, Ok
@@ -43,7 +44,7 @@ def _prefix_cases() -> list[Case]:
 
 
 def _restarts(case: Case) -> bool:
-    return any(isinstance(op, ops.Restart) for op in case.program)
+    return any(isinstance(op, steps.Restart) for op in case.program)
 
 
 def _failed(cases: list[Case], driver: Driver) -> list[str]:
@@ -55,6 +56,11 @@ def _stdio(spec: str) -> StdioDriver:
         os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     )
     return StdioDriver([sys.executable, "-m", "kvconform.serve", "--adapter", spec], 60.0, env=env)
+
+
+def test_a_harness_step_is_no_operation_of_the_table() -> None:
+    for step in steps.HARNESS_STEPS:
+        assert step not in ops.BY_CLASS and step.name not in {*ops.BY_NAME, *ops.CONTROL}
 
 
 def test_some_prefix_cases_restart() -> None:
@@ -126,14 +132,14 @@ def test_an_in_process_restart_makes_the_adapter_again_from_its_factory() -> Non
         return made[-1]
 
     driver = InProcessDriver(factory(), factory)
-    program = (ops.TierNew("tier"), ops.Restart(), ops.TierNew("tier"))
+    program = (ops.TierNew("tier"), steps.Restart(), ops.TierNew("tier"))
     assert driver.run(program) == [Ok(None), Ok(None), Ok(None)]
     assert len(made) == 2 and driver.adapter is made[1] and driver.restarts == 1
 
 
 def test_a_restart_whose_adapter_describes_itself_otherwise_breaks_the_rest() -> None:
     driver = InProcessDriver(ReferenceAdapter(), lambda: ReferenceAdapter(writes=2))
-    outcomes = driver.run((ops.TierNew("tier"), ops.Restart(), ops.TierNew("tier")))
+    outcomes = driver.run((ops.TierNew("tier"), steps.Restart(), ops.TierNew("tier")))
     assert outcomes[0] == Ok(None)
     assert isinstance(outcomes[1], Broken) and "describes itself differently" in outcomes[1].reason
     assert outcomes[2] == outcomes[1]

@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 
 from kvconform.harness.checks import ErrorIs, OutcomeCheck, Refuses, SignatureIs
 from kvconform.harness.declarations import model_spec, outside_schema, schema_models
-from kvconform.harness.reexpress_prefix import fixed_block_size, into_block_size, other_block_size
 from kvconform.harness.scenario import Case
 from kvconform.protocol import operations as ops
 from kvconform.values import AdapterInfo, LayerDesc, Layout, ModelSpec, Param, Signature
@@ -56,12 +55,6 @@ def reexpress(case: Case, info: AdapterInfo) -> Case | str | None:
         if isinstance(scaled, str):
             return scaled
         out = scaled
-    block = fixed_block_size(info)  # prefix caches of one block size (§6.4.4, CONF-24)
-    if block is not None and other_block_size(out, block):
-        blocks = into_block_size(out, block)
-        if isinstance(blocks, str):
-            return blocks
-        out = blocks
     return None if out is case else out
 
 

@@ -39,6 +39,15 @@ from kvconform.values import AdapterInfo
 _TOKEN_LIMIT = 1 << 32
 
 
+def reexpress_blocks(case: Case, info: AdapterInfo) -> Case | str | None:
+    """``case`` rewritten into the one block size ``info`` declares, a reason it cannot
+    be, or ``None`` when the case makes no prefix cache of another size (§6.4.4)."""
+    size = fixed_block_size(info)
+    if size is None or not other_block_size(case, size):
+        return None
+    return into_block_size(case, size)
+
+
 def fixed_block_size(info: AdapterInfo) -> int | None:
     """The one block size ``info`` declares (``prefix_block_size``), or ``None`` for any."""
     declared = info.option("prefix_block_size")

@@ -42,9 +42,8 @@ from typing import Any, Literal
 
 import kvconform
 from kvconform import limits
-from kvconform.protocol import channel, codec, v2
+from kvconform.protocol import channel, codec, steps, v2
 from kvconform.protocol import operations as ops
-from kvconform.protocol.storage import segments, with_storage
 from kvconform.rendering import one_line
 from kvconform.values import (
     AdapterInfo,
@@ -228,7 +227,7 @@ def _answers_before(line: bytes, first: int) -> bool:
     return type(got) is int and got < first
 
 
-class StdioDriver:
+class StdioDriver(steps.StdioRestarts):
     """Runs programs against an adapter process that speaks spec/protocol.md.
 
     ``argv`` is the command (a list; a string is split with :func:`shlex.split`,
@@ -271,7 +270,7 @@ class StdioDriver:
         #: Seconds, in all, the adapter has to answer ``shutdown`` and exit when the driver
         #: closes, before its process group is killed (0: killed at once).
         self.shutdown_grace = shutdown_grace
-        #: Processes started after the first: after a failure, or for a ``restart`` step.
+        #: Processes started after the first, after a failure or for a ``restart`` step.
         self.restarts = 0
         #: One line per fault the driver recovered from, oldest first.
         self.incidents: list[str] = _Incidents()
@@ -369,46 +368,6 @@ class StdioDriver:
         return proc, spoken
 
     # Running -------------------------------------------------------------------
-
-    def run(self, program: Sequence[ops.Op]) -> list[Outcome]:
-        """One outcome per operation of ``program``; each ``restart`` step ends the
-        process and starts the adapter again (PROTO-40), every tier ``storage`` name
-        being one directory for the whole program (PROTO-39)."""
-        with with_storage(program) as sent:
-            if not any(isinstance(op, ops.Restart) for op in sent):
-                return self._run(sent)
-            outcomes: list[Outcome] = []
-            for number, part in enumerate(segments(sent)):
-                if number:
-                    restarted = self._restart()
-                    outcomes.append(restarted)
-                    if isinstance(restarted, Broken):  # no process to run the rest
-                        return outcomes + [restarted] * (len(sent) - len(outcomes))
-                outcomes += self._run(part)
-            return outcomes
-
-    def _restart(self) -> Outcome:
-        """End the adapter process as the end of a run does (``shutdown``, then the
-        grace before it is killed) and start it again, with the same handshake and the
-        same description (PROTO-13, PROTO-40). The program before it ended with
-        ``reset``, as every program does."""
-        if self._closed:
-            return Broken("the driver is closed")
-        if self._given_up is not None:
-            return Broken(self._given_up)
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            try:
-                if self.shutdown_grace > 0:
-                    self._shut_down(proc)
-            finally:
-                proc.kill()
-        try:
-            self._proc = self._start()
-        except AdapterStartError as exc:
-            return Broken(f"the adapter could not be started again for a restart step: {exc}")
-        self.restarts += 1
-        return Ok(None)
 
     def _run(self, program: Sequence[ops.Op]) -> list[Outcome]:
         proc = self._running()

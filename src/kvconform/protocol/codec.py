@@ -498,15 +498,9 @@ FIELD_CODECS: dict[FieldKind, tuple[_Encoder, _Decoder]] = {
 
 
 def to_wire(op: Op) -> dict[str, Any]:
-    """The JSON-ready form of ``op`` (without the sequence number).
-
-    A harness step that is no operation of the table (``restart``, PROTO-40) is shown
-    as its name alone; it is never sent (the drivers carry it out themselves).
-    """
+    """The JSON-ready form of ``op`` (without the sequence number)."""
     out: dict[str, Any] = {"op": op.name}
-    if type(op) not in BY_CLASS:
-        return out
-    for field in BY_CLASS[type(op)].fields:
+    for field in BY_CLASS[type(op)].fields if type(op) in BY_CLASS else ():  # a restart: none
         value = getattr(op, field.name)
         if field.added and value is None:  # left out at its default (PROTO-31)
             continue

@@ -22,7 +22,7 @@ from kvconform.protocol.codec import (
     info_text,
     result_type_problem,
 )
-from kvconform.protocol.storage import segments, with_storage
+from kvconform.protocol.steps import run_in_parts
 from kvconform.values import AdapterInfo, Broken, Fault, Ok, Outcome, Refused
 
 
@@ -138,18 +138,7 @@ class InProcessDriver:
         self.restarts = 0
 
     def run(self, program: Sequence[ops.Op]) -> list[Outcome]:
-        with with_storage(program) as sent:
-            if not any(isinstance(op, ops.Restart) for op in sent):
-                return self._run(sent)
-            outcomes: list[Outcome] = []
-            for number, part in enumerate(segments(sent)):
-                if number:
-                    restarted = self._restart()
-                    outcomes.append(restarted)
-                    if isinstance(restarted, Broken):  # no process to run the rest
-                        return outcomes + [restarted] * (len(sent) - len(outcomes))
-                outcomes += self._run(part)
-            return outcomes
+        return run_in_parts(program, self._run, self._restart)
 
     def _restart(self) -> Outcome:
         """A new adapter from the factory, in place of the one whose handles were all

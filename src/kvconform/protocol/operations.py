@@ -365,9 +365,8 @@ class SessionRebind(Op):
 #: prefix, so they would judge misses only; the class needs a writer of its own that
 #: draws requests related to stored ones (issue 27), and until then its scenarios judge it.
 _PREFIX_NOT_GENERATED = (
-    "the class prefix_cache is judged by its scenarios until the generated checks have a "
-    "writer that draws requests sharing prefixes with stored ones (random independent "
-    "requests would judge only misses)"
+    "the class prefix_cache is judged by its scenarios until the generated checks draw "
+    "requests sharing prefixes with stored ones (independent ones would judge only misses)"
 )
 
 
@@ -393,15 +392,7 @@ class PrefixNew(Op):
 
 @dataclass(frozen=True)
 class TierNew(Op):
-    """A shared tier: storage outside every process (PREFIX-21).
-
-    ``storage``, when given, is a directory the harness made for the tier, empty the
-    first time: the tier keeps what is written to it there, and a ``tier_new`` with
-    the same directory in a later process (after a :class:`Restart`) opens the same
-    tier with everything written to it (PROTO-39). In a scenario, ``storage`` is a
-    name; the driver sends a directory of its own for each name (one per program,
-    removed after it). Left out: a tier that need not outlive the process.
-    """
+    """A shared tier outside every process (PREFIX-21), kept in ``storage`` if given (PROTO-39)."""
 
     name: ClassVar[str] = "tier_new"
     needs: ClassVar[str] = "prefix_cache"
@@ -648,25 +639,6 @@ def _spec(cls: type[Op]) -> OpSpec:
         cls.not_generated,
     )
 
-
-@dataclass(frozen=True)
-class Restart(Op):
-    """A harness step, not an operation of the adapter interface: the implementation's
-    process ends and a new one starts (PROTO-40).
-
-    Over stdio the harness sends ``reset`` and ``shutdown``, waits for the process to
-    exit, starts the adapter command again and completes the handshake; in process the
-    runner releases every handle and makes a new adapter from the same factory. Every
-    handle is gone after it; what survives is what the implementation keeps outside the
-    process (a tier's ``storage``). It is in no table: never sent, never dispatched.
-    """
-
-    name: ClassVar[str] = "restart"
-    not_generated: ClassVar[str] = "a harness step, not an operation of the adapter"
-
-
-#: Harness steps that are no operation of the table (never sent, never dispatched).
-HARNESS_STEPS: tuple[type[Op], ...] = (Restart,)
 
 #: The table, in the protocol document's order.
 TABLE: tuple[OpSpec, ...] = tuple(
