@@ -260,6 +260,63 @@ class PrefixOffloadKeyDropsExtras(PrefixAdapter):
     cache_cls = _TierTokensOnly
 
 
+class _TierWithoutAdapter(PrefixCache):
+    def _tier_keys(self, request: Request) -> list[bytes]:
+        keyed = Request(
+            request.tokens, request.salt, request.user_key, None, request.media, request.embeds
+        )  # MUTATION: the offload key leaves the adapter out
+        return super()._tier_keys(keyed)
+
+
+@mutant(
+    "prefix-offload-key-drops-the-adapter",
+    breaks=("PREFIX-21", "PREFIX-7"),
+    half="under",
+    plausible="the offload connector rebuilds keys from tokens, salt and media and never "
+    "learns which adapter computed the block; vLLM #44250 (LoRA missing from offload keys)",
+)
+class PrefixOffloadKeyDropsTheAdapter(PrefixAdapter):
+    cache_cls = _TierWithoutAdapter
+
+
+class _TierWithoutMedia(PrefixCache):
+    def _tier_keys(self, request: Request) -> list[bytes]:
+        keyed = Request(
+            request.tokens, request.salt, request.user_key, request.adapter, [], request.embeds
+        )  # MUTATION: the offload key leaves the media items out
+        return super()._tier_keys(keyed)
+
+
+@mutant(
+    "prefix-offload-key-drops-media",
+    breaks=("PREFIX-21", "PREFIX-9"),
+    half="under",
+    plausible="the offload key is the chain of token hashes, and the multimodal identity "
+    "lived only in the in-memory extras; vLLM #44250 (multimodal identity missing)",
+)
+class PrefixOffloadKeyDropsMedia(PrefixAdapter):
+    cache_cls = _TierWithoutMedia
+
+
+class _TierWithoutExtraKeys(PrefixCache):
+    def _tier_keys(self, request: Request) -> list[bytes]:
+        keyed = Request(
+            request.tokens, request.salt, None, request.adapter, request.media, []
+        )  # MUTATION: "extra keys ignored for now": no user key, no embeddings
+        return super()._tier_keys(keyed)
+
+
+@mutant(
+    "prefix-tier-ignores-extra-keys",
+    breaks=("PREFIX-21", "PREFIX-15", "PREFIX-17"),
+    half="under",
+    plausible="the chunk hashes chain like vLLM's with the extra keys ignored for now "
+    "(LMCache), safe only while no request sets a user key or prompt embeddings",
+)
+class PrefixTierIgnoresExtraKeys(PrefixAdapter):
+    cache_cls = _TierWithoutExtraKeys
+
+
 class _SaltIgnored(Request):
     def namespace(self, adapter_identity: bytes | None) -> bytes:
         return Request(self.tokens, None, self.user_key).namespace(adapter_identity)  # MUTATION
