@@ -7,6 +7,7 @@ for anything the implementation does.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import gc
 import traceback
@@ -121,19 +122,32 @@ def _described(adapter: Adapter) -> AdapterInfo:
     )
 
 
+def _again(adapter: Adapter, info: AdapterInfo) -> Adapter:
+    """A new adapter like ``adapter``: of its class, or a copy if the class alone differs."""
+    try:
+        made: Adapter = type(adapter)()
+        if _described(made) == info:
+            return made
+    except Exception:  # a class that needs arguments: its instance is copied instead
+        pass
+    return copy.copy(adapter)
+
+
 class InProcessDriver:
     """Runs programs by calling a Python adapter's methods directly.
 
     ``factory`` makes the adapter again for a scenario's ``restart`` (PROTO-40): the
-    new adapter object stands for the new process (its class when not given, called
-    with no arguments). Whatever the implementation keeps in its modules survives an
-    in-process restart; a value meant to be per process lives on the adapter object.
+    new adapter object stands for the new process. Not given: the adapter's class called
+    with no arguments, or, when that describes itself otherwise (an adapter a factory
+    configured), a shallow copy of the first adapter. Whatever the implementation keeps
+    in its modules survives an in-process restart; a value meant to be per process lives
+    on the adapter object.
     """
 
     def __init__(self, adapter: Adapter, factory: Callable[[], Adapter] | None = None) -> None:
         self.adapter = adapter
-        self.factory: Callable[[], Adapter] = factory or type(adapter)
         self.info = _described(adapter)
+        self.factory: Callable[[], Adapter] = factory or (lambda: _again(adapter, self.info))
         #: Adapters made again for a ``restart`` step (the first one is not counted).
         self.restarts = 0
 
