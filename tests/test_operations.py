@@ -145,6 +145,7 @@ def test_scenario_verbs_are_the_operation_names() -> None:
         "nonzero",
         "increasing",
         "repeat",
+        "restart",
     }
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 from dataclasses import dataclass, field
+from pathlib import Path
 
 #: Field tags: one byte in front of every field, so that no value of one field can be
 #: read as another's (PREFIX-16).
@@ -177,9 +178,26 @@ class EngineConfig:
 
 @dataclass
 class SharedTier:
-    """Storage outside any process: the keys of the blocks written to it."""
+    """Storage outside any process: the keys of the blocks written to it.
+
+    With a ``directory``, each key is also an empty file named by its hexadecimal
+    digits there, and a key is held when its file is, so a tier opened on the same
+    directory by a later process finds every block written before (PREFIX-22).
+    """
 
     keys: set[bytes] = field(default_factory=set)
+    directory: Path | None = None
+
+    def add(self, keys: list[bytes]) -> None:
+        self.keys.update(keys)
+        if self.directory is not None:
+            for key in keys:
+                (self.directory / key.hex()).touch()
+
+    def holds(self, key: bytes) -> bool:
+        if key in self.keys:
+            return True
+        return self.directory is not None and (self.directory / key.hex()).is_file()
 
 
 @dataclass
@@ -224,7 +242,7 @@ class PrefixCache:
         """
         self.blocks.update(self._local_keys(request))
         if self.tier is not None:
-            self.tier.keys.update(self._tier_keys(request))
+            self.tier.add(self._tier_keys(request))
 
     def lookup(self, request: Request) -> int:
         """The leading positions of ``request`` this cache would reuse (PREFIX-1, PREFIX-2):
@@ -233,7 +251,7 @@ class PrefixCache:
         shared = self._tier_keys(request) if self.tier is not None else [b""] * len(local)
         reused = 0
         for mine, theirs in zip(local, shared, strict=True):
-            if mine in self.blocks or (self.tier is not None and theirs in self.tier.keys):
+            if mine in self.blocks or (self.tier is not None and self.tier.holds(theirs)):
                 reused += 1
             else:
                 break

@@ -196,7 +196,7 @@ def driver_for(config: pytest.Config) -> Driver:
         else:
             spec = config.getoption("kv_adapter") or DEFAULT_ADAPTER
             try:
-                driver = InProcessDriver(load_adapter(spec))
+                driver = InProcessDriver(load_adapter(spec), lambda: load_adapter(spec))
             except AdapterSpecError as exc:
                 raise pytest.UsageError(str(exc)) from None
             except KeyboardInterrupt:

@@ -18,6 +18,7 @@ from kvconform_reference.prefix import (
     MediaItem,
     PrefixCache,
     Request,
+    SharedTier,
     chain,
 )
 
@@ -257,6 +258,63 @@ class _TierTokensOnly(PrefixCache):
 )
 class PrefixOffloadKeyDropsExtras(PrefixAdapter):
     cache_cls = _TierTokensOnly
+
+
+class _TierWithoutAdapter(PrefixCache):
+    def _tier_keys(self, request: Request) -> list[bytes]:
+        keyed = Request(
+            request.tokens, request.salt, request.user_key, None, request.media, request.embeds
+        )  # MUTATION: the offload key leaves the adapter out
+        return super()._tier_keys(keyed)
+
+
+@mutant(
+    "prefix-offload-key-drops-the-adapter",
+    breaks=("PREFIX-21", "PREFIX-7"),
+    half="under",
+    plausible="the offload connector rebuilds keys from tokens, salt and media and never "
+    "learns which adapter computed the block; vLLM #44250 (LoRA missing from offload keys)",
+)
+class PrefixOffloadKeyDropsTheAdapter(PrefixAdapter):
+    cache_cls = _TierWithoutAdapter
+
+
+class _TierWithoutMedia(PrefixCache):
+    def _tier_keys(self, request: Request) -> list[bytes]:
+        keyed = Request(
+            request.tokens, request.salt, request.user_key, request.adapter, [], request.embeds
+        )  # MUTATION: the offload key leaves the media items out
+        return super()._tier_keys(keyed)
+
+
+@mutant(
+    "prefix-offload-key-drops-media",
+    breaks=("PREFIX-21", "PREFIX-9"),
+    half="under",
+    plausible="the offload key is the chain of token hashes, and the multimodal identity "
+    "lived only in the in-memory extras; vLLM #44250 (multimodal identity missing)",
+)
+class PrefixOffloadKeyDropsMedia(PrefixAdapter):
+    cache_cls = _TierWithoutMedia
+
+
+class _TierWithoutExtraKeys(PrefixCache):
+    def _tier_keys(self, request: Request) -> list[bytes]:
+        keyed = Request(
+            request.tokens, request.salt, None, request.adapter, request.media, []
+        )  # MUTATION: "extra keys ignored for now": no user key, no embeddings
+        return super()._tier_keys(keyed)
+
+
+@mutant(
+    "prefix-tier-ignores-extra-keys",
+    breaks=("PREFIX-21", "PREFIX-15", "PREFIX-17"),
+    half="under",
+    plausible="the chunk hashes chain like vLLM's with the extra keys ignored for now "
+    "(LMCache), safe only while no request sets a user key or prompt embeddings",
+)
+class PrefixTierIgnoresExtraKeys(PrefixAdapter):
+    cache_cls = _TierWithoutExtraKeys
 
 
 class _SaltIgnored(Request):
@@ -563,6 +621,78 @@ class _PerProcessRoot(PrefixCache):
 )
 class PrefixTierKeysPerProcess(PrefixAdapter):
     cache_cls = _PerProcessRoot
+
+
+class _RootOfTheProcess(PrefixCache):
+    #: Set by the adapter that made the cache: one value per process (per adapter object).
+    process_root = b""
+
+    def _tier_keys(self, request: Request) -> list[bytes]:
+        return [_sha(self.process_root, k) for k in super()._tier_keys(request)]  # MUTATION
+
+
+@mutant(
+    "prefix-tier-root-drawn-per-process",
+    breaks=("PREFIX-22", "PREFIX-20"),
+    half="over",
+    plausible="the chain's root is drawn once when the engine starts (vLLM's answer to "
+    "CVE-2025-25183 without PYTHONHASHSEED) and every cache of the process shares it, so "
+    "two caches of one process find each other's blocks at the tier; the offload tier "
+    "reuses the chain, which a restarted process can never read again",
+)
+class PrefixTierRootDrawnPerProcess(PrefixAdapter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.process_root = os.urandom(16)  # a new process, a new root
+
+    def prefix_new(
+        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+    ) -> PrefixCache:
+        cache = _RootOfTheProcess(block_size, EngineConfig(model_name, kv_dtype, layout, shard))
+        cache.process_root = self.process_root
+        return cache
+
+
+class _RegisteredAdapter(Adapter):
+    #: The adapter's number in its process's registry of loaded adapters.
+    registered = 0
+
+    def portable_identity(self) -> bytes:
+        return b"r" + self.registered.to_bytes(8, "little")  # MUTATION: not the weights
+
+
+@mutant(
+    "prefix-tier-keys-adapter-by-process-number",
+    breaks=("PREFIX-22", "PREFIX-21"),
+    half="over",
+    plausible="the tier keys an adapter by the integer id its process's registry gave it "
+    "(one per distinct name and weights, in load order, as a LoRA int id): every cache "
+    "of one process agrees, and a process that loads its adapters in another order "
+    "after a restart gives the same weights another number",
+)
+class PrefixTierKeysAdapterByProcessNumber(PrefixAdapter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.registry: dict[tuple[str, str], int] = {}  # a new process, a new registry
+
+    def lora_load(self, cache: PrefixCache, adapter_name: str, weights: str) -> Adapter:
+        number = self.registry.setdefault((adapter_name, weights), len(self.registry) + 1)
+        adapter = _RegisteredAdapter(adapter_name, weights)
+        object.__setattr__(adapter, "registered", number)
+        return adapter
+
+
+@mutant(
+    "prefix-tier-kept-in-the-process",
+    breaks=("PREFIX-22", "PROTO-39"),
+    half="over",
+    plausible="the tier is a dictionary in the engine's memory that every cache of the "
+    "process writes through (a CPU offload buffer taken for a shared store): caches of "
+    "one process find each other's blocks, and a restart loses all of them",
+)
+class PrefixTierKeptInTheProcess(PrefixAdapter):
+    def tier_new(self, *, storage: str | None = None) -> SharedTier:
+        return SharedTier()  # MUTATION: the directory it was given is never used
 
 
 class _TierWithoutModel(PrefixCache):

@@ -187,10 +187,26 @@ class _Node:
 
 
 class _Storage:
-    """HiCache-like storage: SHA-256 over each page, chained, with a suffix."""
+    """HiCache-like storage: SHA-256 over each page, chained, with a suffix; with a
+    directory (PROTO-39), a file backend: one file per page, named by its key."""
 
-    def __init__(self) -> None:
+    def __init__(self, directory: str | None = None) -> None:
         self.pages: set[str] = set()
+        self.directory = directory
+
+    def put(self, keys: list[str]) -> None:
+        self.pages.update(keys)
+        if self.directory is not None:
+            for key in keys:
+                with open(os.path.join(self.directory, f"{key}.page"), "wb"):
+                    pass
+
+    def exists(self, key: str) -> bool:
+        if key in self.pages:
+            return True
+        return self.directory is not None and os.path.isfile(
+            os.path.join(self.directory, f"{key}.page")
+        )
 
 
 class _SglangEngine:
@@ -255,8 +271,8 @@ class SglangLikeRadixTree(_PrefixShape):
     ) -> _SglangEngine:
         return _SglangEngine(block_size, (model_name, kv_dtype, layout, shard, str(block_size)))
 
-    def tier_new(self) -> _Storage:
-        return _Storage()
+    def tier_new(self, *, storage: str | None = None) -> _Storage:
+        return _Storage(storage)
 
     def prefix_attach(self, engine: _SglangEngine, tier: _Storage) -> None:
         engine.storage = tier
@@ -266,7 +282,7 @@ class SglangLikeRadixTree(_PrefixShape):
         for page in engine.pages(request, engine._namespace(request)):
             node = node.children.setdefault(page, _Node())
         if engine.storage is not None:
-            engine.storage.pages.update(engine.storage_keys(request))
+            engine.storage.put(engine.storage_keys(request))
 
     def prefix_lookup(self, engine: _SglangEngine, request: Req) -> int:
         node: _Node | None = engine.root
@@ -279,7 +295,7 @@ class SglangLikeRadixTree(_PrefixShape):
         in_storage = 0
         if engine.storage is not None:
             for key in engine.storage_keys(request):
-                if key not in engine.storage.pages:
+                if not engine.storage.exists(key):
                     break
                 in_storage += 1
         return max(in_memory, in_storage) * engine.page
@@ -507,8 +523,25 @@ class NanoVllmLikeChain(_PrefixShape):
 
 
 class _LmcacheStore:
-    def __init__(self) -> None:
+    """The remote store; with a directory (PROTO-39), a local-disk backend that appends
+    each key to an index file and reads the index back on a miss in memory."""
+
+    def __init__(self, directory: str | None = None) -> None:
         self.keys: set[tuple[str, str, str, str, str]] = set()
+        self.index = None if directory is None else os.path.join(directory, "index.jsonl")
+
+    def put(self, keys: list[tuple[str, str, str, str, str]]) -> None:
+        self.keys.update(keys)
+        if self.index is not None:
+            with open(self.index, "a", encoding="utf-8") as out:
+                out.writelines(json.dumps(list(k)) + "\n" for k in keys)
+
+    def contains(self, key: tuple[str, str, str, str, str]) -> bool:
+        if key in self.keys or self.index is None or not os.path.exists(self.index):
+            return key in self.keys
+        with open(self.index, encoding="utf-8") as lines:
+            self.keys.update(tuple(json.loads(line)) for line in lines if line.strip())
+        return key in self.keys
 
 
 class _LmcacheEngine:
@@ -555,8 +588,8 @@ class LmcacheLikeTier(_PrefixShape):
     ) -> _LmcacheEngine:
         return _LmcacheEngine(block_size, model_name, kv_dtype, layout, shard)
 
-    def tier_new(self) -> _LmcacheStore:
-        return _LmcacheStore()
+    def tier_new(self, *, storage: str | None = None) -> _LmcacheStore:
+        return _LmcacheStore(storage)
 
     def prefix_attach(self, engine: _LmcacheEngine, tier: _LmcacheStore) -> None:
         engine.store = tier
@@ -564,13 +597,13 @@ class LmcacheLikeTier(_PrefixShape):
     def prefix_store(self, engine: _LmcacheEngine, request: Req) -> None:
         engine.local.update(engine.chunk_hashes(request))
         if engine.store is not None:
-            engine.store.keys.update(engine.engine_keys(request))
+            engine.store.put(engine.engine_keys(request))
 
     def prefix_lookup(self, engine: _LmcacheEngine, request: Req) -> int:
         found = 0
         remote = engine.engine_keys(request)
         for index, h in enumerate(engine.chunk_hashes(request)):
-            shared = engine.store is not None and remote[index] in engine.store.keys
+            shared = engine.store is not None and engine.store.contains(remote[index])
             if h not in engine.local and not shared:
                 break
             found += 1
@@ -628,3 +661,76 @@ class LongestCommonPrefix(_PrefixShape):
             (_common(positions, seq) for ns, seq in slots.sequences if ns == namespace),
             default=0,
         )
+
+
+# --- the same shapes at the one block size their engines run with (CONF-24) ----------
+
+
+class _OneBlockSize(_PrefixShape):
+    """A shape whose engine has one block size: it refuses to make a cache of another
+    (PREFIX-6), so the suite judges it on cases re-expressed in its blocks (CONF-24)."""
+
+    block: ClassVar[int] = 0
+
+    def prefix_new(
+        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+    ) -> Any:
+        if block_size != self.block:
+            raise ValueError(f"this engine's blocks hold {self.block} positions, not {block_size}")
+        return super().prefix_new(block_size, model_name, kv_dtype, layout, shard)
+
+
+def _at(options: Mapping[str, str], block: int) -> Mapping[str, str]:
+    return MappingProxyType({**options, "prefix_block_size": str(block)})
+
+
+@variant(
+    "prefix-vllm-like-chain-16",
+    "the vLLM-like chain at vLLM's default block of 16 positions, its only size",
+)
+class VllmLikeChain16(_OneBlockSize, VllmLikeChain):
+    block = 16
+    prefix_options = _at(VllmLikeChain.prefix_options, 16)
+
+
+@variant(
+    "prefix-sglang-like-radix-tree-page-1",
+    "the SGLang-like radix tree at SGLang's default page of 1 token, its only size",
+)
+class SglangLikeRadixTreePage1(_OneBlockSize, SglangLikeRadixTree):
+    block = 1
+    prefix_options = _at(SglangLikeRadixTree.prefix_options, 1)
+
+
+@variant(
+    "prefix-trtllm-like-mix-64",
+    "the TensorRT-LLM-like mix at 64 tokens per block, the one size an engine is built with",
+)
+class TrtLlmLikeMix64(_OneBlockSize, TrtLlmLikeMix):
+    block = 64
+    prefix_options = _at(TrtLlmLikeMix.prefix_options, 64)
+
+
+@variant(
+    "prefix-nano-vllm-like-chain-256",
+    "the nano-vllm-like chain at nano-vllm's block of 256 positions, its only size",
+)
+class NanoVllmLikeChain256(_OneBlockSize, NanoVllmLikeChain):
+    block = 256
+    prefix_options = _at(NanoVllmLikeChain.prefix_options, 256)
+
+    def prefix_new(
+        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+    ) -> _NanoEngine:
+        if block_size != self.block:
+            raise ValueError(f"this engine's blocks hold {self.block} positions, not {block_size}")
+        return _NanoEngine(block_size)
+
+
+@variant(
+    "prefix-lmcache-like-tier-256",
+    "the LMCache-like tier at LMCache's default chunk of 256 tokens, its only size",
+)
+class LmcacheLikeTier256(_OneBlockSize, LmcacheLikeTier):
+    block = 256
+    prefix_options = _at(LmcacheLikeTier.prefix_options, 256)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import cast
 
 import numpy as np
@@ -347,8 +348,8 @@ class ReferenceAdapter:
             block_size, prefix.EngineConfig(model_name, kv_dtype, layout, shard)
         )
 
-    def tier_new(self) -> prefix.SharedTier:
-        return prefix.SharedTier()
+    def tier_new(self, *, storage: str | None = None) -> prefix.SharedTier:
+        return prefix.SharedTier(directory=None if storage is None else Path(storage))
 
     def prefix_attach(self, cache: prefix.PrefixCache, tier: prefix.SharedTier) -> None:
         cache.tier = tier

@@ -76,7 +76,7 @@ def _driver(args: argparse.Namespace) -> Driver:
             raise AdapterStartFailed(str(exc)) from None
     spec = args.adapter or DEFAULT_ADAPTER
     try:
-        return InProcessDriver(load_adapter(spec))
+        return InProcessDriver(load_adapter(spec), factory=lambda: load_adapter(spec))
     except AdapterLoadError as exc:  # named right, but not there: as a missing program
         raise AdapterStartFailed(str(exc)) from None
     except AdapterSpecError as exc:  # not 'module:factory' at all: a bad argument

@@ -100,7 +100,7 @@ def judge(
         adapter = subject.factory()
     except Exception as exc:
         return Row(subject, (), {}, f"the factory raised {type(exc).__name__}: {exc}")
-    driver: InProcessDriver = _HashMemoDriver(adapter)
+    driver: InProcessDriver = _HashMemoDriver(adapter, subject.factory)
     failed: tuple[str, ...] = ()
     if suite_cases is not None:
         # A mutant is judged strictly (a message-only fault, ERR-13, kills it too); a

@@ -17,6 +17,7 @@ from kvconform.harness.checks import Answers, Failure, OutcomeCheck, Refuses
 from kvconform.harness.declarations import adapt, capability_missing, option_not_declared
 from kvconform.harness.explain import requirement_summary
 from kvconform.harness.reexpress import reexpress
+from kvconform.harness.reexpress_prefix import reexpress_blocks
 from kvconform.harness.scenario import Case
 from kvconform.protocol import codec
 from kvconform.protocol.driver import Driver
@@ -52,7 +53,7 @@ class CaseResult:
 
 def class_not_claimed(case: Case, info: AdapterInfo) -> str | None:
     """The case, or one of its operations, needs a class the adapter does not declare."""
-    needed = {case.cls, *(op.needs for op in case.program)}
+    needed = {case.cls, *(op.needs for op in case.program if op.needs)}
     missing = sorted(needed - set(info.classes))
     if missing:
         return f"{info.name} does not declare the class {', '.join(missing)}"
@@ -116,6 +117,8 @@ def in_declared_shape(case: Case, info: AdapterInfo) -> tuple[Case, str | None]:
     if reason is None:
         return case, None
     rewritten = reexpress(case, info)
+    if rewritten is None:  # §6.4.1 to §6.4.3 meet no prefix case: then §6.4.4, if any
+        rewritten = reexpress_blocks(case, info)
     if rewritten is None:
         return case, reason
     if isinstance(rewritten, str):

@@ -3,13 +3,12 @@
 A scenario file (format ``scenarios/2``, schema ``schema/scenarios.schema.json``)
 holds scenarios; each compiles into a :class:`Case`: a program of operations
 (:mod:`kvconform.protocol.operations`) and the checks that judge their outcomes
-(:mod:`.checks`). A step's verb is the name of the operation it performs (the
-protocol's ``op``), or one of the verbs that define values (``payload``,
-``signature``), assert relations (``same``, ``differ``, ``nonzero``,
-``increasing``) or repeat steps (``repeat``): see :func:`verbs`.
-Everything a reader can get wrong in a file -- a schema violation, a handle used
-before it is made, a value name used twice -- is a :class:`SourceError` that
-names the file, the line and the element.
+(:mod:`.checks`). A step's verb is the name of the operation it performs (the protocol's
+``op``), or one of the verbs that define values (``payload``, ``signature``), assert
+relations (``same``, ``differ``, ``nonzero``, ``increasing``), repeat steps (``repeat``)
+or restart the implementation (``restart``, :mod:`.restart_step`): see :func:`verbs`.
+Everything a reader can get wrong in a file -- a schema violation, a handle used before
+it is made, a value name used twice -- is a :class:`SourceError` naming file, line, element.
 """
 
 from __future__ import annotations
@@ -40,6 +39,7 @@ from kvconform.harness.checks import (
     ValueRef,
     Where,
 )
+from kvconform.harness.restart_step import RestartStep
 from kvconform.harness.yamlsource import Document, PathKey, SourceError, load_yaml, validate
 from kvconform.protocol import operations as ops
 from kvconform.values import (
@@ -132,7 +132,7 @@ LEGACY_VERBS = {
 
 def verbs() -> tuple[str, ...]:
     """Every verb a step may use: the operations of the table and the verbs of the format."""
-    own = {name[3:] for name in vars(_Compiler) if name.startswith("_v_")}
+    own = {name[3:] for name in dir(_Compiler) if name.startswith("_v_")}
     return tuple(sorted(own | set(ops.BY_NAME)))
 
 
@@ -208,7 +208,7 @@ class _Scope:
     names: set[str] = field(default_factory=set)  # every non-handle name defined
 
 
-class _Compiler:
+class _Compiler(RestartStep):
     def __init__(self, document: Document, base: PathKey, area: str) -> None:
         self.doc = document
         self.base = base

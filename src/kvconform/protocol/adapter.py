@@ -135,8 +135,10 @@ class PrefixCacheAdapter(Adapter, Protocol):
         """A prefix cache: one engine process computing for this model, dtype, layout, shard."""
         ...
 
-    def tier_new(self) -> Handle:
-        """A shared tier, empty: storage outside every process."""
+    def tier_new(self, *, storage: str | None = None) -> Handle:
+        """A shared tier: storage outside every process. ``storage``, when given, is a
+        directory the harness made for it: keep what is written to the tier there, and
+        open what is there when it is not empty (a restart, PROTO-39)."""
         ...
 
     def prefix_attach(self, prefix: Handle, tier: Handle) -> None:

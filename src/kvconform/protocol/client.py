@@ -42,7 +42,7 @@ from typing import Any, Literal
 
 import kvconform
 from kvconform import limits
-from kvconform.protocol import channel, codec, v2
+from kvconform.protocol import channel, codec, steps, v2
 from kvconform.protocol import operations as ops
 from kvconform.rendering import one_line
 from kvconform.values import (
@@ -227,7 +227,7 @@ def _answers_before(line: bytes, first: int) -> bool:
     return type(got) is int and got < first
 
 
-class StdioDriver:
+class StdioDriver(steps.StdioRestarts):
     """Runs programs against an adapter process that speaks spec/protocol.md.
 
     ``argv`` is the command (a list; a string is split with :func:`shlex.split`,
@@ -270,7 +270,7 @@ class StdioDriver:
         #: Seconds, in all, the adapter has to answer ``shutdown`` and exit when the driver
         #: closes, before its process group is killed (0: killed at once).
         self.shutdown_grace = shutdown_grace
-        #: Processes started after a failure (the first start is not counted).
+        #: Processes started after the first, after a failure or for a ``restart`` step.
         self.restarts = 0
         #: One line per fault the driver recovered from, oldest first.
         self.incidents: list[str] = _Incidents()
@@ -369,7 +369,7 @@ class StdioDriver:
 
     # Running -------------------------------------------------------------------
 
-    def run(self, program: Sequence[ops.Op]) -> list[Outcome]:
+    def _run(self, program: Sequence[ops.Op]) -> list[Outcome]:
         proc = self._running()
         if isinstance(proc, Broken):
             return [proc] * len(program)

@@ -500,7 +500,7 @@ FIELD_CODECS: dict[FieldKind, tuple[_Encoder, _Decoder]] = {
 def to_wire(op: Op) -> dict[str, Any]:
     """The JSON-ready form of ``op`` (without the sequence number)."""
     out: dict[str, Any] = {"op": op.name}
-    for field in BY_CLASS[type(op)].fields:
+    for field in BY_CLASS[type(op)].fields if type(op) in BY_CLASS else ():  # a restart: none
         value = getattr(op, field.name)
         if field.added and value is None:  # left out at its default (PROTO-31)
             continue

@@ -7,10 +7,11 @@ for anything the implementation does.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import gc
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from kvconform.protocol import operations as ops
@@ -22,6 +23,7 @@ from kvconform.protocol.codec import (
     info_text,
     result_type_problem,
 )
+from kvconform.protocol.steps import run_in_parts
 from kvconform.values import AdapterInfo, Broken, Fault, Ok, Outcome, Refused
 
 
@@ -104,25 +106,77 @@ def _is_constant(value: object) -> bool:
     return value is None or value is True or value is False
 
 
-class InProcessDriver:
-    """Runs programs by calling a Python adapter's methods directly."""
+def _described(adapter: Adapter) -> AdapterInfo:
+    """``adapter.describe()``, checked as a hello answer is, in the form reports show."""
+    info = adapter.describe()
+    if type(info) is not AdapterInfo:  # exactly: a subclass's own problems() never runs
+        raise TypeError(f"describe() returned {type(info).__name__}, not an AdapterInfo")
+    problems = AdapterInfo.problems(info)
+    if problems:  # the same checks as a hello answer over the protocol (CONF-6, CONF-7)
+        raise ValueError(f"describe(): {problems[0]}")
+    return dataclasses.replace(  # its own words, kept as a hello answer's are
+        info,
+        name=info_text(info.name),
+        version=info_text(info.version),
+        language=info_text(info.language),
+    )
 
-    def __init__(self, adapter: Adapter) -> None:
+
+def _again(adapter: Adapter, info: AdapterInfo) -> Adapter:
+    """A new adapter like ``adapter``: of its class, or a copy if the class alone differs."""
+    try:
+        made: Adapter = type(adapter)()
+        if _described(made) == info:
+            return made
+    except Exception:  # a class that needs arguments: its instance is copied instead
+        pass
+    return copy.copy(adapter)
+
+
+class InProcessDriver:
+    """Runs programs by calling a Python adapter's methods directly.
+
+    ``factory`` makes the adapter again for a scenario's ``restart`` (PROTO-40): the
+    new adapter object stands for the new process. Not given: the adapter's class called
+    with no arguments, or, when that describes itself otherwise (an adapter a factory
+    configured), a shallow copy of the first adapter. Whatever the implementation keeps
+    in its modules survives an in-process restart; a value meant to be per process lives
+    on the adapter object.
+    """
+
+    def __init__(self, adapter: Adapter, factory: Callable[[], Adapter] | None = None) -> None:
         self.adapter = adapter
-        info = adapter.describe()
-        if type(info) is not AdapterInfo:  # exactly: a subclass's own problems() never runs
-            raise TypeError(f"describe() returned {type(info).__name__}, not an AdapterInfo")
-        problems = AdapterInfo.problems(info)
-        if problems:  # the same checks as a hello answer over the protocol (CONF-6, CONF-7)
-            raise ValueError(f"describe(): {problems[0]}")
-        self.info = dataclasses.replace(  # its own words, kept as a hello answer's are
-            info,
-            name=info_text(info.name),
-            version=info_text(info.version),
-            language=info_text(info.language),
-        )
+        self.info = _described(adapter)
+        self.factory: Callable[[], Adapter] = factory or (lambda: _again(adapter, self.info))
+        #: Adapters made again for a ``restart`` step (the first one is not counted).
+        self.restarts = 0
 
     def run(self, program: Sequence[ops.Op]) -> list[Outcome]:
+        return run_in_parts(program, self._run, self._restart)
+
+    def _restart(self) -> Outcome:
+        """A new adapter from the factory, in place of the one whose handles were all
+        released (PROTO-40); it must describe itself as the first did (PROTO-13)."""
+        try:
+            adapter = self.factory()
+            info = _described(adapter)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            return Broken(clip(f"the adapter could not be made again: {exc}", SHOWN_LIMIT))
+        if info != self.info:
+            return Broken(
+                clip(
+                    f"the adapter made again describes itself differently: {info} "
+                    f"instead of {self.info}",
+                    SHOWN_LIMIT,
+                )
+            )
+        self.adapter = adapter
+        self.restarts += 1
+        return _CONSTANT_OUTCOMES[None]
+
+    def _run(self, program: Sequence[ops.Op]) -> list[Outcome]:
         handles = Handles()
         try:
             return [self._one(handles, op) for op in program]

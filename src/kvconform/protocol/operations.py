@@ -365,9 +365,8 @@ class SessionRebind(Op):
 #: prefix, so they would judge misses only; the class needs a writer of its own that
 #: draws requests related to stored ones (issue 27), and until then its scenarios judge it.
 _PREFIX_NOT_GENERATED = (
-    "the class prefix_cache is judged by its scenarios until the generated checks have a "
-    "writer that draws requests sharing prefixes with stored ones (random independent "
-    "requests would judge only misses)"
+    "the class prefix_cache is judged by its scenarios until the generated checks draw "
+    "requests sharing prefixes with stored ones (independent ones would judge only misses)"
 )
 
 
@@ -393,13 +392,14 @@ class PrefixNew(Op):
 
 @dataclass(frozen=True)
 class TierNew(Op):
-    """A shared tier: storage outside every process, empty (PREFIX-21)."""
+    """A shared tier outside every process (PREFIX-21), kept in ``storage`` if given (PROTO-39)."""
 
     name: ClassVar[str] = "tier_new"
     needs: ClassVar[str] = "prefix_cache"
     cites: ClassVar[tuple[str, ...]] = ("PREFIX-21",)
     not_generated: ClassVar[str] = _PREFIX_NOT_GENERATED
     handle: NewHandle
+    storage: str | None = dataclasses.field(default=None, metadata=ADDED)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,148 @@
+"""Harness steps that are no operation of the adapter interface, and the storage that
+outlives an adapter process (spec/protocol.md, PROTO-39 and PROTO-40).
+
+A scenario's ``restart`` step (:class:`Restart`) ends the implementation's process
+and starts a new one; the drivers carry it out themselves and never send it. A
+scenario names a tier's storage (``tier_new: {as: tier, storage: disk}``); the driver
+gives each name a directory of its own for the length of one program, empty at first,
+and removes it when the program ends. The same name in the same program is the same
+directory, so a ``tier_new`` after a ``restart`` opens the storage the process before
+wrote. Names never become paths: each directory is numbered in the order its name
+first appears.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from kvconform.protocol import operations as ops
+from kvconform.values import Broken, Ok, Outcome
+
+
+@dataclass(frozen=True)
+class Restart(ops.Op):
+    """The implementation's process ends and a new one starts (PROTO-40).
+
+    Over stdio the harness ends the program so far with ``reset``, sends ``shutdown``,
+    waits for the exit, starts the adapter command again and completes the handshake;
+    in process the driver releases every handle and makes a new adapter from the same
+    factory. No handle is live after it; what survives is what the implementation keeps
+    outside the process (a tier's ``storage``). It is in no table: never sent.
+    """
+
+    name: ClassVar[str] = "restart"
+    not_generated: ClassVar[str] = "a harness step, not an operation of the adapter"
+
+
+#: Harness steps that are no operation of the table (never sent, never dispatched).
+HARNESS_STEPS: tuple[type[ops.Op], ...] = (Restart,)
+
+
+def storage_names(program: Sequence[ops.Op]) -> list[str]:
+    """The storage names the program's ``tier_new`` steps give, in order of first use."""
+    names: list[str] = []
+    for op in program:
+        if isinstance(op, ops.TierNew) and op.storage is not None and op.storage not in names:
+            names.append(op.storage)
+    return names
+
+
+@contextlib.contextmanager
+def with_storage(program: Sequence[ops.Op]) -> Iterator[Sequence[ops.Op]]:
+    """``program`` with each storage name replaced by a directory made for it, for the
+    duration of the ``with`` block; the directories are removed after it (PROTO-39)."""
+    names = storage_names(program)
+    if not names:
+        yield program
+        return
+    root = Path(tempfile.mkdtemp(prefix="kvconform-tier-"))
+    try:
+        paths: dict[str, str] = {}
+        for number, name in enumerate(names, start=1):
+            directory = root / f"storage-{number}"
+            directory.mkdir()
+            paths[name] = str(directory)
+        yield tuple(
+            dataclasses.replace(op, storage=paths[op.storage])
+            if isinstance(op, ops.TierNew) and op.storage is not None
+            else op
+            for op in program
+        )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def segments(program: Sequence[ops.Op]) -> list[list[ops.Op]]:
+    """The program cut at each ``restart``: the operations each process runs, in order
+    (one more segment than restarts; a segment may be empty)."""
+    out: list[list[ops.Op]] = [[]]
+    for op in program:
+        if isinstance(op, Restart):
+            out.append([])
+        else:
+            out[-1].append(op)
+    return out
+
+
+def run_in_parts(
+    program: Sequence[ops.Op],
+    run: Callable[[Sequence[ops.Op]], list[Outcome]],
+    restart: Callable[[], Outcome],
+) -> list[Outcome]:
+    """Run ``program`` with its storage made (PROTO-39), each part between two
+    ``restart`` steps by ``run`` and each restart by ``restart`` (PROTO-40): one outcome
+    per operation, a failed restart breaking every operation after it."""
+    with with_storage(program) as sent:
+        if not any(isinstance(op, Restart) for op in sent):
+            return run(sent)
+        outcomes: list[Outcome] = []
+        for number, part in enumerate(segments(sent)):
+            if number:
+                restarted = restart()
+                outcomes.append(restarted)
+                if isinstance(restarted, Broken):  # no process to run the rest
+                    return outcomes + [restarted] * (len(sent) - len(outcomes))
+            outcomes += run(part)
+        return outcomes
+
+
+class StdioRestarts:
+    """What :class:`~kvconform.protocol.client.StdioDriver` does for the harness steps:
+    it runs each part of a program with its own ``_run`` and restarts in between."""
+
+    def run(self, program: Sequence[ops.Op]) -> list[Outcome]:
+        """One outcome per operation of ``program``; each ``restart`` step ends the
+        process and starts the adapter again (PROTO-40), each tier ``storage`` name
+        being one directory for the whole program (PROTO-39)."""
+        driver: Any = self
+        return run_in_parts(program, driver._run, self._restart)
+
+    def _restart(self) -> Outcome:
+        """End the process as the end of a run does (``shutdown``, then the grace before
+        it is killed) and start the adapter again, with the same handshake and the same
+        description (PROTO-13); the part before ended with ``reset``, as programs do."""
+        driver: Any = self
+        if driver._closed:
+            return Broken("the driver is closed")
+        if driver.given_up is not None:
+            return Broken(driver.given_up)
+        proc, driver._proc = driver._proc, None
+        if proc is not None:
+            try:
+                if driver.shutdown_grace > 0:
+                    driver._shut_down(proc)
+            finally:
+                proc.kill()
+        try:
+            driver._proc = driver._start()
+        except RuntimeError as exc:  # AdapterStartError (its module imports this one)
+            return Broken(f"the adapter could not be started again for a restart step: {exc}")
+        driver.restarts += 1
+        return Ok(None)
