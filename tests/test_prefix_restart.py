@@ -1,4 +1,4 @@
-"""A real restart for the shared tier (PREFIX-22, PROTO-39, PROTO-40).
+"""A real restart for the shared tier (PREFIX-22, PROTO-36, PROTO-37).
 
 Two prefix caches of one adapter process stand for two processes, but they share what
 the process holds. The mutants below keep a value per process (a chain root drawn when
@@ -93,7 +93,7 @@ def test_a_per_process_tier_fails_a_real_restart_over_stdio(cls: type) -> None:
     assert "prefix.tier.adapter-reused-after-a-restart" in failed
 
 
-@pytest.mark.covers("PROTO-40", "PREFIX-22")
+@pytest.mark.covers("PROTO-37", "PREFIX-22")
 def test_the_reference_passes_the_restarts_over_stdio_in_new_processes() -> None:
     cases = [c for c in _prefix_cases() if _restarts(c)]
     with _stdio("kvconform.adapters.reference:ReferenceAdapter") as driver:
@@ -104,7 +104,7 @@ def test_the_reference_passes_the_restarts_over_stdio_in_new_processes() -> None
     assert [r.verdict for r in results] == ["passed"] * len(cases), [r.report() for r in results]
 
 
-@pytest.mark.covers("PROTO-39")
+@pytest.mark.covers("PROTO-36")
 def test_a_tier_storage_directory_lives_for_one_program() -> None:
     seen: list[str] = []
 
@@ -123,7 +123,7 @@ def test_a_tier_storage_directory_lives_for_one_program() -> None:
     assert len(set(seen)) == 2 and not any(os.path.exists(p) for p in seen)
 
 
-@pytest.mark.covers("PROTO-40")
+@pytest.mark.covers("PROTO-37")
 def test_an_in_process_restart_makes_the_adapter_again_from_its_factory() -> None:
     made: list[ReferenceAdapter] = []
 

@@ -1,4 +1,4 @@
-"""Prefix cases re-expressed for an engine of one block size (CONF-24, INTERPRETING.md §6.4.4).
+"""Prefix cases re-expressed for an engine of one block size (CONF-17, INTERPRETING.md §6.4.4).
 
 The rewriting is checked three ways: on small cases, by the correct variants at the
 block sizes their engines run with (every case judged passes, and most are judged),
@@ -79,7 +79,7 @@ def test_a_larger_block_writes_every_token_and_count_that_many_times() -> None:
     )
     assert out.program[2] == ops.RequestMedia("a", 16, 8, "cat", 3, 3)
     assert out.checks[3].expect == ValueIs(16)  # type: ignore[attr-defined]
-    assert out.reexpressed and "CONF-24" in out.reexpressed[-1]
+    assert out.reexpressed and "CONF-17" in out.reexpressed[-1]
 
 
 def test_a_smaller_block_writes_each_full_block_as_one_id_and_drops_partial_ones() -> None:
@@ -133,7 +133,7 @@ def test_the_runner_judges_a_re_expressed_case_and_says_how() -> None:
     assert all(op.block_size == 16 for op in judged.program if isinstance(op, ops.PrefixNew))
 
 
-#: Judged at least this many of the prefix cases (none applied as written before CONF-24).
+#: Judged at least this many of the prefix cases (none applied as written before CONF-17).
 JUDGED = {
     VllmLikeChain16: 55,
     SglangLikeRadixTreePage1: 60,
@@ -143,7 +143,7 @@ JUDGED = {
 }
 
 
-@pytest.mark.covers("CONF-24")
+@pytest.mark.covers("CONF-17")
 @pytest.mark.parametrize("cls", list(JUDGED), ids=lambda c: c.__name__)
 def test_a_variant_of_one_block_size_is_judged_on_most_prefix_cases_and_passes(cls: type) -> None:
     results = run_cases(_prefix_cases(), InProcessDriver(cls()))
@@ -162,7 +162,7 @@ def _prefix_mutants() -> list[Mutant]:
     return [m for m in all_mutants() if m.name.startswith("prefix-") and not m.gap]
 
 
-@pytest.mark.covers("CONF-24")
+@pytest.mark.covers("CONF-17")
 @pytest.mark.parametrize("size", [16, 1])
 def test_the_re_expressed_cases_still_kill_the_prefix_mutants(size: int) -> None:
     survivors = []

@@ -149,7 +149,7 @@ def test_every_line_of_the_traffic_validates_against_the_schemas(suite_run: Suit
             assert not errors, (op, line[:300], errors[:3])
     assert not pending, f"requests without a response: {sorted(pending)[:5]}"
     assert forms == {"ok", "error", "failure"}
-    never_sent = {step.name for step in protocol_steps.HARNESS_STEPS}  # PROTO-40
+    never_sent = {step.name for step in protocol_steps.HARNESS_STEPS}  # PROTO-37
     used = {op.name for case in suite.all_cases() for op in case.program} - never_sent
     assert used | {"hello", "reset", "hash_batch", "shutdown"} <= ops_seen
 

@@ -684,7 +684,7 @@ class PrefixTierKeysAdapterByProcessNumber(PrefixAdapter):
 
 @mutant(
     "prefix-tier-kept-in-the-process",
-    breaks=("PREFIX-22", "PROTO-39"),
+    breaks=("PREFIX-22", "PROTO-36"),
     half="over",
     plausible="the tier is a dictionary in the engine's memory that every cache of the "
     "process writes through (a CPU offload buffer taken for a shared store): caches of "

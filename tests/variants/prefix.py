@@ -188,7 +188,7 @@ class _Node:
 
 class _Storage:
     """HiCache-like storage: SHA-256 over each page, chained, with a suffix; with a
-    directory (PROTO-39), a file backend: one file per page, named by its key."""
+    directory (PROTO-36), a file backend: one file per page, named by its key."""
 
     def __init__(self, directory: str | None = None) -> None:
         self.pages: set[str] = set()
@@ -523,7 +523,7 @@ class NanoVllmLikeChain(_PrefixShape):
 
 
 class _LmcacheStore:
-    """The remote store; with a directory (PROTO-39), a local-disk backend that appends
+    """The remote store; with a directory (PROTO-36), a local-disk backend that appends
     each key to an index file and reads the index back on a miss in memory."""
 
     def __init__(self, directory: str | None = None) -> None:
@@ -663,12 +663,12 @@ class LongestCommonPrefix(_PrefixShape):
         )
 
 
-# --- the same shapes at the one block size their engines run with (CONF-24) ----------
+# --- the same shapes at the one block size their engines run with (CONF-17) ----------
 
 
 class _OneBlockSize(_PrefixShape):
     """A shape whose engine has one block size: it refuses to make a cache of another
-    (PREFIX-6), so the suite judges it on cases re-expressed in its blocks (CONF-24)."""
+    (PREFIX-6), so the suite judges it on cases re-expressed in its blocks (CONF-17)."""
 
     block: ClassVar[int] = 0
 

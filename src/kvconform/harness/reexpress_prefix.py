@@ -1,4 +1,4 @@
-"""Re-expressing a prefix-cache case for an engine of one block size (CONF-24).
+"""Re-expressing a prefix-cache case for an engine of one block size (CONF-17).
 
 The prefix scenarios are written with small blocks (4 positions, one of 2) so that a
 story fits on a line; an engine whose blocks hold one fixed number of positions
@@ -120,7 +120,7 @@ def _grow(case: Case, written: int, factor: int) -> Case:
     how = (
         f"blocks of {written} positions written as the engine's blocks of {size}: every "
         f"token {factor} times in a row, media and embeddings placed and sized {factor} "
-        f"times over, every reuse count times {factor} (CONF-24)"
+        f"times over, every reuse count times {factor} (CONF-17)"
     )
     return dataclasses.replace(
         case,
@@ -182,7 +182,7 @@ def _shrink(case: Case, written: int, size: int) -> Case | str:
         f"blocks of {written} positions written as the engine's blocks of {size}: each "
         f"full block as {size} copies of one token id of its own (equal blocks, equal ids), "
         "partial blocks left out, media, embeddings and reuse counts converted block for "
-        "block (CONF-24)"
+        "block (CONF-17)"
     )
     return dataclasses.replace(
         case,

@@ -1,8 +1,8 @@
-"""The scenario verb ``restart`` (conformance/INTERPRETING.md §4.13, PROTO-40).
+"""The scenario verb ``restart`` (conformance/INTERPRETING.md §4.13, PROTO-37).
 
 ``restart: {}`` ends the implementation's process and starts a new one: after it no
 handle is live, and only what the process kept outside itself (a tier's ``storage``,
-PROTO-39) is there for the steps that follow. The compiler emits a
+PROTO-36) is there for the steps that follow. The compiler emits a
 :class:`~kvconform.protocol.steps.Restart`, which the drivers carry out and never send.
 """
 

@@ -138,7 +138,7 @@ class PrefixCacheAdapter(Adapter, Protocol):
     def tier_new(self, *, storage: str | None = None) -> Handle:
         """A shared tier: storage outside every process. ``storage``, when given, is a
         directory the harness made for it: keep what is written to the tier there, and
-        open what is there when it is not empty (a restart, PROTO-39)."""
+        open what is there when it is not empty (a restart, PROTO-36)."""
         ...
 
     def prefix_attach(self, prefix: Handle, tier: Handle) -> None:

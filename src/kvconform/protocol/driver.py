@@ -136,7 +136,7 @@ def _again(adapter: Adapter, info: AdapterInfo) -> Adapter:
 class InProcessDriver:
     """Runs programs by calling a Python adapter's methods directly.
 
-    ``factory`` makes the adapter again for a scenario's ``restart`` (PROTO-40): the
+    ``factory`` makes the adapter again for a scenario's ``restart`` (PROTO-37): the
     new adapter object stands for the new process. Not given: the adapter's class called
     with no arguments, or, when that describes itself otherwise (an adapter a factory
     configured), a shallow copy of the first adapter. Whatever the implementation keeps
@@ -156,7 +156,7 @@ class InProcessDriver:
 
     def _restart(self) -> Outcome:
         """A new adapter from the factory, in place of the one whose handles were all
-        released (PROTO-40); it must describe itself as the first did (PROTO-13)."""
+        released (PROTO-37); it must describe itself as the first did (PROTO-13)."""
         try:
             adapter = self.factory()
             info = _described(adapter)

@@ -392,7 +392,7 @@ class PrefixNew(Op):
 
 @dataclass(frozen=True)
 class TierNew(Op):
-    """A shared tier outside every process (PREFIX-21), kept in ``storage`` if given (PROTO-39)."""
+    """A shared tier outside every process (PREFIX-21), kept in ``storage`` if given (PROTO-36)."""
 
     name: ClassVar[str] = "tier_new"
     needs: ClassVar[str] = "prefix_cache"

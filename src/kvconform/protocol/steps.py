@@ -1,5 +1,5 @@
 """Harness steps that are no operation of the adapter interface, and the storage that
-outlives an adapter process (spec/protocol.md, PROTO-39 and PROTO-40).
+outlives an adapter process (spec/protocol.md, PROTO-36 and PROTO-37).
 
 A scenario's ``restart`` step (:class:`Restart`) ends the implementation's process
 and starts a new one; the drivers carry it out themselves and never send it. A
@@ -28,7 +28,7 @@ from kvconform.values import Broken, Ok, Outcome
 
 @dataclass(frozen=True)
 class Restart(ops.Op):
-    """The implementation's process ends and a new one starts (PROTO-40).
+    """The implementation's process ends and a new one starts (PROTO-37).
 
     Over stdio the harness ends the program so far with ``reset``, sends ``shutdown``,
     waits for the exit, starts the adapter command again and completes the handshake;
@@ -57,7 +57,7 @@ def storage_names(program: Sequence[ops.Op]) -> list[str]:
 @contextlib.contextmanager
 def with_storage(program: Sequence[ops.Op]) -> Iterator[Sequence[ops.Op]]:
     """``program`` with each storage name replaced by a directory made for it, for the
-    duration of the ``with`` block; the directories are removed after it (PROTO-39)."""
+    duration of the ``with`` block; the directories are removed after it (PROTO-36)."""
     names = storage_names(program)
     if not names:
         yield program
@@ -96,8 +96,8 @@ def run_in_parts(
     run: Callable[[Sequence[ops.Op]], list[Outcome]],
     restart: Callable[[], Outcome],
 ) -> list[Outcome]:
-    """Run ``program`` with its storage made (PROTO-39), each part between two
-    ``restart`` steps by ``run`` and each restart by ``restart`` (PROTO-40): one outcome
+    """Run ``program`` with its storage made (PROTO-36), each part between two
+    ``restart`` steps by ``run`` and each restart by ``restart`` (PROTO-37): one outcome
     per operation, a failed restart breaking every operation after it."""
     with with_storage(program) as sent:
         if not any(isinstance(op, Restart) for op in sent):
@@ -119,8 +119,8 @@ class StdioRestarts:
 
     def run(self, program: Sequence[ops.Op]) -> list[Outcome]:
         """One outcome per operation of ``program``; each ``restart`` step ends the
-        process and starts the adapter again (PROTO-40), each tier ``storage`` name
-        being one directory for the whole program (PROTO-39)."""
+        process and starts the adapter again (PROTO-37), each tier ``storage`` name
+        being one directory for the whole program (PROTO-36)."""
         driver: Any = self
         return run_in_parts(program, driver._run, self._restart)
 
