@@ -8,9 +8,7 @@ from functools import cache, cached_property
 from pathlib import Path
 
 import kvconform
-from kvconform.harness.checks import (
-    Check,
-)
+from kvconform.harness.checks import Check
 from kvconform.protocol import operations as ops
 
 

@@ -42,13 +42,7 @@ from kvconform.protocol import operations as ops
 from kvconform.protocol.exchange import _REQUEST_LINE, Trace, _Exchanging
 from kvconform.protocol.process import AdapterStartError, Transport, _AdapterProcess
 from kvconform.rendering import one_line
-from kvconform.values import (
-    AdapterInfo,
-    Broken,
-    MixOp,
-    Ok,
-    Outcome,
-)
+from kvconform.values import AdapterInfo, Broken, MixOp, Ok, Outcome
 
 __all__ = [
     "MAX_FAILED_RESTARTS",

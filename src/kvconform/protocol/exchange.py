@@ -14,10 +14,7 @@ from typing import Any, Literal
 from kvconform.protocol import channel, codec, v2
 from kvconform.protocol import operations as ops
 from kvconform.protocol.process import _AdapterProcess
-from kvconform.values import (
-    Broken,
-    Outcome,
-)
+from kvconform.values import Broken, Outcome
 
 Trace = Callable[[Literal["send", "recv"], bytes], None]
 

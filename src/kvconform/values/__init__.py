@@ -10,10 +10,7 @@ implementation. The parts: :mod:`.operands` (what an operation carries and retur
 
 from __future__ import annotations
 
-from kvconform.values.declaration import (
-    PARAM_TYPES,
-    AdapterInfo,
-)
+from kvconform.values.declaration import PARAM_TYPES, AdapterInfo
 from kvconform.values.operands import (
     VALIDITY_OUTCOMES,
     ErrorValue,
@@ -41,12 +38,7 @@ from kvconform.values.options import (
     SHAPE_FIELDS,
     OptionSpec,
 )
-from kvconform.values.outcomes import (
-    Broken,
-    Ok,
-    Outcome,
-    Refused,
-)
+from kvconform.values.outcomes import Broken, Ok, Outcome, Refused
 
 __all__ = [
     "CLASSES",

@@ -7,21 +7,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from kvconform.harness.checks import (
-    Expectation,
-    SignatureIs,
-    ValueRef,
-    Where,
-)
+from kvconform.harness.checks import Expectation, SignatureIs, ValueRef, Where
 from kvconform.harness.steps.compiler import _Args, _CompilerBase, _Iter
 from kvconform.harness.yamlsource import PathKey
 from kvconform.protocol import operations as ops
-from kvconform.values import (
-    LayerDesc,
-    Layout,
-    Payload,
-    Signature,
-)
+from kvconform.values import LayerDesc, Layout, Payload, Signature
 
 
 class _BlockVerbs(_CompilerBase):

@@ -24,13 +24,7 @@ from kvconform.harness.checks import (
 )
 from kvconform.harness.yamlsource import Document, PathKey, SourceError
 from kvconform.protocol import operations as ops
-from kvconform.values import (
-    Geometry,
-    ModelSpec,
-    Payload,
-    PlanIdentity,
-    Signature,
-)
+from kvconform.values import Geometry, ModelSpec, Payload, PlanIdentity, Signature
 
 _Args = Mapping[str, Any]
 #: The iteration of the enclosing ``repeat``, or ``None`` outside one.

@@ -7,20 +7,11 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kvconform.harness.checks import (
-    Expectation,
-    Refuses,
-    ValueIs,
-    ValueRef,
-    Where,
-)
+from kvconform.harness.checks import Expectation, Refuses, ValueIs, ValueRef, Where
 from kvconform.harness.steps.compiler import _Args, _CompilerBase, _Iter
 from kvconform.harness.yamlsource import PathKey
 from kvconform.protocol import operations as ops
-from kvconform.values import (
-    MixOp,
-    PlanIdentity,
-)
+from kvconform.values import MixOp, PlanIdentity
 
 
 class _HashVerbs(_CompilerBase):

@@ -22,12 +22,7 @@ from kvconform.harness.checks import (
 from kvconform.harness.steps.compiler import _Args, _CompilerBase, _Iter
 from kvconform.harness.yamlsource import PathKey
 from kvconform.protocol import operations as ops
-from kvconform.values import (
-    SHAPE_FIELDS,
-    Geometry,
-    ModelSpec,
-    Param,
-)
+from kvconform.values import SHAPE_FIELDS, Geometry, ModelSpec, Param
 
 
 class _IdentityVerbs(_CompilerBase):

@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-from kvconform.harness.checks import (
-    Refuses,
-    Validity,
-    ValueIs,
-    ValueRef,
-    Where,
-)
+from kvconform.harness.checks import Refuses, Validity, ValueIs, ValueRef, Where
 from kvconform.harness.steps.compiler import _Args, _Iter
 from kvconform.harness.steps.hashing import _unmixable_in_key
 from kvconform.harness.steps.identity import _IdentityVerbs
 from kvconform.harness.yamlsource import PathKey
 from kvconform.protocol import operations as ops
-from kvconform.values import (
-    PlanIdentity,
-    StepInputs,
-)
+from kvconform.values import PlanIdentity, StepInputs
 
 
 class _PlanVerbs(_IdentityVerbs):

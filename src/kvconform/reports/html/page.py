@@ -9,10 +9,7 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
-from kvconform.reports.record import (
-    caveats,
-    not_answers,
-)
+from kvconform.reports.record import caveats, not_answers
 from kvconform.reports.untrusted import visible
 
 

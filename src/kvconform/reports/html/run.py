@@ -10,20 +10,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kvconform.rendering import clip
-from kvconform.reports.html.page import (
-    _LABEL,
-    _TEXT_LIMIT,
-    _counts_table,
-    _page,
-    _split,
-    escape,
-)
-from kvconform.reports.record import (
-    advice_text,
-    caveats,
-    format_text,
-    gate_state,
-)
+from kvconform.reports.html.page import _LABEL, _TEXT_LIMIT, _counts_table, _page, _split, escape
+from kvconform.reports.record import advice_text, caveats, format_text, gate_state
 
 #: The run page's script: the filter, and a failure linked to (``#case-<id>``) opens.
 #: It reads ``data-class``, ``data-area``, ``data-basis``, the form and the address's
