@@ -80,11 +80,12 @@ from protocol_bench import ECHO, TINY_HASH  # the same echo and program, side by
 from kvconform.protocol import codec
 from kvconform.protocol import operations as ops
 from kvconform.protocol.client import AdapterStartError, StdioDriver
+from kvconform.protocol.codec import lines as codec_lines
 from kvconform.values import Geometry, Ok
 
-#: Empties the memo of answers already judged (codec._EXACT_MEMO) for the series that
+#: Empties the memo of answers already judged (codec_lines._EXACT_MEMO) for the series that
 #: shows what a round trip costs when its answer was never seen before.
-FORGET = codec._EXACT_MEMO["u64_list"].clear
+FORGET = codec_lines._EXACT_MEMO["u64_list"].clear
 
 GEOMETRY = Geometry(n_layers=2, n_kv_heads=2, head_dim=4, max_seq_len=16)
 
@@ -172,7 +173,7 @@ def _forget(driver: StdioDriver) -> None:
     as in a fresh run."""
     driver._tails.clear()
     driver._named_tails.clear()
-    for memo in codec._EXACT_MEMO.values():
+    for memo in codec_lines._EXACT_MEMO.values():
         memo.clear()
 
 

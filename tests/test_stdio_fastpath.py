@@ -284,7 +284,7 @@ def test_ask_times_out_and_then_reads_a_late_answer_as_the_next_line(pipes: _Pip
 def test_the_usual_read_blocks_and_the_watchdog_ends_it_at_its_deadline(pipes: _Pipes) -> None:
     # On Linux the response to a request is read with one blocking read (no poll per
     # round trip); the watchdog gives it up at its deadline, within WATCH_PERIOD.
-    from kvconform.protocol import channel as channel_module
+    from kvconform.protocol.channel import poll as channel_module
 
     if not sys.platform.startswith("linux"):
         pytest.skip("the blocking path needs /proc/self/fd (Linux)")
@@ -306,7 +306,7 @@ def test_the_usual_read_blocks_and_the_watchdog_ends_it_at_its_deadline(pipes: _
 
 @POSIX
 def test_the_watchdog_thread_ends_when_no_channel_is_left(pipes: _Pipes) -> None:
-    from kvconform.protocol import channel as channel_module
+    from kvconform.protocol.channel import poll as channel_module
 
     watchdog = channel_module._Watchdog()
     watchdog.watch(pipes.channel)

@@ -16,7 +16,7 @@ from kvconform.harness.yamlsource import PathKey
 from kvconform.protocol.steps import Restart
 
 
-class RestartStep:
+class _RestartVerbs:
     """The ``restart`` verb of the scenario compiler (a part of its class)."""
 
     def _v_restart(self, args: Any, at: PathKey, where: Where, it: int | None) -> None:

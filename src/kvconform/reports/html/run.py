@@ -1,71 +1,17 @@
-"""Self-contained HTML: one page per run, and a matrix comparing several runs.
-
-Pages carry their own CSS and load nothing, so they can be attached to a CI run
-or mailed as they are. The run page, written for a person, shows the failures
-first, grouped by the requirement each case is written for, each one opening to
-its full text and the commands that explain and rerun it; the other cases follow,
-collapsed by area.
-
-The run page carries one small inline script of its own, a filter by class, area
-and basis. It reads only ``data-`` attributes, its own form and the address's
-fragment, and writes only ``hidden`` and ``open`` attributes and a line of counts
-(``textContent``): it never turns text into markup. Without scripts the filter
-stays hidden and everything is shown. Every page declares a Content-Security-Policy
-that allows its own style and that one script, by hash, and nothing else: adapter
-text is escaped (:mod:`.untrusted`), and markup that slipped past the escaping
-still could not load or run anything.
-"""
+"""The run page, written for a person: the failures first, grouped by requirement, each
+opening to its text and the commands that explain and rerun it; the other cases by
+area; a filter by class, area and basis (its one inline script)."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import html
 import shlex
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from kvconform.files import write_atomic
 from kvconform.rendering import clip
-from kvconform.reports.record import (
-    advice_text,
-    caveats,
-    format_text,
-    gate_state,
-    not_answers,
-)
-from kvconform.reports.untrusted import visible
-
-
-def escape(text: object) -> str:
-    """Any text as HTML character data or an attribute value (:mod:`.untrusted`)."""
-    return html.escape(visible(str(text)))
-
-
-_CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:75em;padding:0 1em;color:#222}
-h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}h4{margin:1em 0 .3em}
-table{border-collapse:collapse;margin:.5em 0}th,td{border:1px solid #ccc;padding:.25em .6em;
-text-align:left;vertical-align:top}th{background:#f3f3f3}
-.passed{background:#d9f2d9}.failed{background:#f8d0d0;font-weight:600}
-.not_applicable,.not_run{background:#eee;color:#777}
-td.cell a{color:inherit;text-decoration:none;display:block}
-pre{background:#f7f7f7;padding:.6em;overflow-x:auto;white-space:pre-wrap}
-.meta{color:#555}code{font-size:.95em}.caveat{background:#fff3cd;padding:.4em .6em}
-[hidden]{display:none!important}
-.text{font-weight:normal;color:#444}
-details.case{border-left:4px solid #d33;margin:.4em 0;padding:.2em .6em;background:#fdf6f6}
-details.case>summary{cursor:pointer}details.case[open]>summary{margin-bottom:.4em}
-.tag{font-size:.85em;padding:0 .4em;border-radius:.3em;white-space:nowrap}
-.tag.seed{background:#f8d0d0}.tag.decision{background:#fde9c4}
-pre.cmd{background:#eef3fb}
-details.area{margin:.3em 0}details.area>summary{cursor:pointer;font-weight:600}
-form.filter{background:#f6f6f6;padding:.4em .8em;margin:1em 0}
-form.filter fieldset{display:inline-block;border:1px solid #ddd;margin:.2em .4em .2em 0;
-vertical-align:top}form.filter label{margin-right:.8em;white-space:nowrap}
-"""
+from kvconform.reports.html.page import _LABEL, _TEXT_LIMIT, _counts_table, _page, _split, escape
+from kvconform.reports.record import advice_text, caveats, format_text, gate_state
 
 #: The run page's script: the filter, and a failure linked to (``#case-<id>``) opens.
 #: It reads ``data-class``, ``data-area``, ``data-basis``, the form and the address's
@@ -124,44 +70,6 @@ _FILTER_SCRIPT = """
   openTarget();
 })();
 """
-
-_LABEL = {"passed": "pass", "failed": "FAIL", "not_applicable": "n/a", "not_run": "not run"}
-
-
-def _digest(source: str) -> str:
-    """A CSP hash source for an inline element's exact text."""
-    return "'sha256-" + base64.b64encode(hashlib.sha256(source.encode()).digest()).decode() + "'"
-
-
-def _page(title: str, body: list[str], script: str = "") -> str:
-    scripts = _digest(script) if script else "'none'"
-    policy = (
-        f"default-src 'none'; style-src {_digest(_CSS)}; script-src {scripts}; "
-        "base-uri 'none'; form-action 'none'"
-    )
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
-        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>\n"
-        + "\n".join(body)
-        + (f'\n<script id="filter-script">{script}</script>' if script else "")
-        + "\n</body></html>\n"
-    )
-
-
-def _counts_table(title: str, rows: Mapping[str, Mapping[str, int]]) -> list[str]:
-    out = [
-        f"<table><tr><th>{escape(title)}</th><th>passed</th><th>failed</th>"
-        "<th>not applicable</th></tr>"
-    ]
-    for name, c in rows.items():
-        cls = "failed" if c["failed"] else "passed"
-        out.append(
-            f"<tr><td>{escape(name)}</td><td>{c['passed']}</td>"
-            f'<td class="{cls}">{c["failed"]}</td><td>{c["not_applicable"]}</td></tr>'
-        )
-    out.append("</table>")
-    return out
 
 
 def render_run(report: Mapping[str, Any]) -> str:
@@ -446,140 +354,3 @@ def _cases_by_area(results: Sequence[Mapping[str, Any]]) -> list[str]:
             )
         out += ["</table>", "</details>"]
     return out
-
-
-def compare_names(
-    reports: Sequence[Mapping[str, Any]], sources: Sequence[str] | None = None
-) -> list[str]:
-    """Each report's column name: its adapter's name and version, and, where two would
-    read alike (three commits of one engine at one version), the report's source too."""
-    names = [
-        f"{clip(str(r['adapter']['name']), 200)} {clip(str(r['adapter']['version']), 200)}"
-        for r in reports
-    ]  # a report is a file anyone can edit: its words are clipped like an adapter's
-    if sources is not None:
-        alike = {n for n, times in Counter(names).items() if times > 1}
-        names = [
-            f"{n} ({clip(source, 200)})" if n in alike else n
-            for n, source in zip(names, sources, strict=True)
-        ]
-    return names
-
-
-def suites_differ(reports: Sequence[Mapping[str, Any]]) -> str:
-    """A warning when the reports come from different suites (empty when they do not):
-    a requirement's cases, and so its verdict, may differ between them."""
-    suites = sorted({(r["suite"]["version"], r["suite"]["digest"]) for r in reports})
-    if len(suites) < 2:
-        return ""
-    shown = ", ".join(
-        f"{clip(str(version), 60)} (digest {str(digest)[:12]})" for version, digest in suites
-    )
-    return (
-        f"these reports come from different suites: {shown}; a requirement's cases may "
-        "differ between them, so compare its verdicts with care"
-    )
-
-
-def render_compare(
-    reports: Sequence[Mapping[str, Any]], sources: Sequence[str] | None = None
-) -> str:
-    """A matrix: requirements by implementations; a failing cell links to its cases.
-    ``sources`` (the reports' file names) tell apart reports of one name and version."""
-    names = compare_names(reports, sources)
-    # first seen first, each once: a dict, not a list's `in` (a report holding 80,000
-    # ids made that quadratic, an hour at the input limit)
-    requirement_ids = list(
-        dict.fromkeys(rid for report in reports for rid in report["requirements"])
-    )
-    title = "kvconform comparison: " + ", ".join(names)
-    differ = suites_differ(reports)
-    body = [
-        f"<h1>{escape(title)}</h1>",
-        *([f'<p class="caveat"><strong>{escape(differ)}</strong></p>'] if differ else []),
-        '<table id="summary"><tr><th>implementation</th>'
-        "<th>language</th><th>suite</th><th>started</th><th>passed</th><th>failed</th>"
-        "<th>n/a</th></tr>",
-    ]
-    for name, report in zip(names, reports, strict=True):
-        s = report["summary"]
-        body.append(
-            f"<tr><td>{escape(name)}{_caveat_note(report)}</td>"
-            f"<td>{escape(clip(str(report['adapter']['language']), 200))}"
-            f"</td><td>{escape(clip(str(report['suite']['version']), 60))} "
-            f"<code>{escape(report['suite']['digest'][:12])}</code></td>"
-            f"<td>{escape(clip(str(report['started']), 60))}</td>"
-            f'<td>{s["passed"]}</td><td class="{"failed" if s["failed"] else "passed"}">'
-            f"{s['failed']}{escape(_split(s))}</td><td>{s['not_applicable']}</td></tr>"
-        )
-    body += [
-        "</table>",
-        "<h2>Requirements by implementation</h2>",
-        '<table id="matrix"><tr><th>requirement</th>'
-        + "".join(f"<th>{escape(n)}</th>" for n in names)
-        + "</tr>",
-    ]
-    for rid in requirement_ids:
-        cells = []
-        for index, report in enumerate(reports):
-            v = report["requirements"].get(rid, {"verdict": "not_run", "failed": []})
-            label = _LABEL[v["verdict"]]
-            if v["verdict"] == "failed":
-                label = f'<a href="#impl{index}-{escape(rid)}">{label} ({len(v["failed"])})</a>'
-            cells.append(
-                f'<td class="cell {v["verdict"]}" data-requirement="{escape(rid)}">{label}</td>'
-            )
-        body.append(f"<tr><th>{escape(rid)}</th>{''.join(cells)}</tr>")
-    body.append("</table>")
-    body.append("<h2>Failing cases</h2>")
-    for index, (name, report) in enumerate(zip(names, reports, strict=True)):
-        by_id = {r["id"]: r for r in report["results"]}
-        shown: set[str] = set()  # each failure's text once per implementation
-        for rid in requirement_ids:
-            v = report["requirements"].get(rid)
-            if not v or v["verdict"] != "failed":
-                continue
-            body.append(f'<h3 id="impl{index}-{escape(rid)}">{escape(name)}: {escape(rid)}</h3>')
-            for case_id in dict.fromkeys(v["failed"]):
-                shown_id = escape(clip(str(case_id), _ID_LIMIT))
-                if case_id in shown:
-                    body.append(f"<p>{shown_id}: its failure is shown above</p>")
-                    continue
-                shown.add(case_id)
-                result = by_id.get(case_id, {})
-                text = clip(str(result.get("failure", {}).get("text", case_id)), _TEXT_LIMIT)
-                basis = result.get("basis", "seed")
-                on = "the seeds' semantics" if basis == "seed" else "decision " + ", ".join(basis)
-                body.append(f"<p>{shown_id}: on {escape(on)}</p><pre>{escape(text)}</pre>")
-    return _page(title, body)
-
-
-#: What a comparison shows of a report it reads back (which may come from anywhere): a
-#: case id, and a failure's text, clipped; each failure once per implementation, so a
-#: small report that lists one case under many requirements cannot make a huge page.
-_ID_LIMIT = 200
-_TEXT_LIMIT = 8000
-
-
-def _caveat_note(report: Mapping[str, Any]) -> str:
-    notes = caveats(report)
-    return "".join(f'<br><strong class="caveat">{escape(n)}</strong>' for n in notes)
-
-
-def _split(summary: Mapping[str, Any]) -> str:
-    """Failures on the seeds' semantics and on a decision, when there are any (CONF-8)."""
-    by = summary.get("failed_by_basis")
-    if not by or not summary["failed"]:
-        return ""
-    extra = not_answers(summary)
-    return f" ({by['seed']} on the seeds' semantics, {by['decision']} on a decision{extra})"
-
-
-def write_run(report: Mapping[str, Any], path: Path) -> None:
-    write_atomic(path, render_run(report))
-
-
-def write_compare(
-    reports: Sequence[Mapping[str, Any]], path: Path, sources: Sequence[str] | None = None
-) -> None:
-    write_atomic(path, render_compare(reports, sources))

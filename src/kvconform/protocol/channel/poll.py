@@ -1,127 +1,19 @@
-"""The byte streams to and from an adapter process (spec/protocol.md, "When an adapter misbehaves").
-
-A channel writes request lines to the adapter's stdin and reads response lines
-from its stdout, never blocking past a deadline and never holding a line longer
-than :data:`MAX_LINE_BYTES`; anything it cannot trust ends in a
-:class:`StreamFault` that says what happened. On POSIX, :class:`PollChannel`
-interleaves writing and reading with ``poll`` on the calling thread (so no pipe
-can fill up and deadlock), and on Linux awaits a single response with a blocking
-read that a watchdog thread ends at its deadline; elsewhere :class:`ThreadChannel`
-does the same with a reader and a writer thread. :class:`StderrTail` keeps the adapter's last stderr
-lines, read all along into a bounded buffer, for failures to quote.
-"""
+"""Line I/O on the calling thread with non-blocking pipes and ``poll`` (POSIX), and on
+Linux a single blocking read for an awaited response that a watchdog thread ends at
+its deadline."""
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import io
 import os
-import queue
 import select
-import signal
 import subprocess
 import threading
 import time
 import weakref
-from typing import IO
 
-from kvconform import limits
-
-#: The longest line the harness accepts from an adapter, newline excluded.
-#: A longer line is a protocol fault ("oversized"), and is never held whole.
-MAX_LINE_BYTES = limits.MAX_LINE_BYTES
-#: How many of the adapter's last stderr lines a failure quotes.
-STDERR_TAIL_LINES = 20
-#: Longest stderr line kept (bytes); the rest of a longer line is dropped.
-STDERR_LINE_BYTES = 2000
-
-
-class StreamFault(Exception):
-    """The byte stream from the adapter can no longer be trusted.
-
-    ``what`` is one of ``eof``, ``timeout``, ``oversized``, ``garbage``,
-    ``no-seq`` and ``seq``; ``info`` completes the description; ``raw`` is the
-    offending line (clipped), when there is one.
-    """
-
-    def __init__(self, what: str, info: str = "", raw: str = "") -> None:
-        super().__init__(what)
-        self.what = what
-        self.info = info
-        self.raw = raw
-
-
-class StderrTail:
-    """Reads the adapter's stderr on a thread and keeps only its last lines.
-
-    Memory stays bounded whatever the adapter writes: at most ``keep`` lines of
-    at most :data:`STDERR_LINE_BYTES` bytes each. The pipe is always drained,
-    so an adapter that floods stderr never blocks on it.
-    """
-
-    def __init__(self, stream: IO[bytes], keep: int = 4 * STDERR_TAIL_LINES) -> None:
-        self._fd = stream.fileno()
-        self._lines: collections.deque[bytes] = collections.deque(maxlen=keep)
-        self._partial = bytearray()
-        self._lock = threading.Lock()
-        self.total_bytes = 0
-        self._thread = threading.Thread(target=self._pump, name="kvconform-stderr", daemon=True)
-        self._thread.start()
-
-    def _pump(self) -> None:
-        _keep_signals_for_the_main_thread()
-        keep = self._lines.maxlen or 1
-        while True:
-            try:
-                chunk = os.read(self._fd, 1 << 16)
-            except OSError:
-                break
-            if not chunk:
-                break
-            parts = chunk.split(b"\n")
-            with self._lock:
-                self.total_bytes += len(chunk)
-                if len(parts) == 1:
-                    self._extend_partial(parts[0])
-                    continue
-                self._extend_partial(parts[0])
-                self._lines.append(bytes(self._partial))
-                middle = parts[1:-1]
-                self._lines.extend(p[:STDERR_LINE_BYTES] for p in middle[-keep:])
-                self._partial = bytearray()
-                self._extend_partial(parts[-1])
-        with self._lock:
-            if self._partial:
-                self._lines.append(bytes(self._partial))
-                self._partial = bytearray()
-
-    def _extend_partial(self, data: bytes) -> None:
-        room = STDERR_LINE_BYTES - len(self._partial)
-        if room > 0:
-            self._partial += data[:room]
-
-    def join(self, timeout: float) -> None:
-        self._thread.join(timeout)
-
-    def tail(self, n: int = STDERR_TAIL_LINES) -> list[str]:
-        with self._lock:
-            lines = list(self._lines)[-n:]
-            if self._partial:
-                lines = [*lines, bytes(self._partial)][-n:]
-        return [line.decode("utf-8", errors="replace").rstrip("\r") for line in lines]
-
-
-def _keep_signals_for_the_main_thread() -> None:
-    """Block, in the calling helper thread, the signals a person sends to stop a run.
-
-    Python runs signal handlers on the main thread only; a signal the kernel gives a
-    helper thread instead would not wake a main thread that waits in a system call.
-    """
-    if hasattr(signal, "pthread_sigmask"):
-        wanted = {signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", signal.SIGINT)}
-        signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
-
+from kvconform.protocol.channel.streams import StreamFault, _keep_signals_for_the_main_thread
 
 #: Bytes asked for per read of the adapter's stdout (small reads avoid large allocations).
 _READ_SIZE = 1 << 16
@@ -457,94 +349,3 @@ class PollChannel:
             self._armed = None
         _WATCHDOG.forget(self)
         self._poll = select.poll()
-
-
-_EOF = object()
-
-
-class ThreadChannel:
-    """Line I/O through a reader thread and a writer thread (for platforms without
-    ``select`` on pipes). Neither pipe can fill up while the harness waits."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], max_line: int) -> None:
-        assert proc.stdin is not None and proc.stdout is not None
-        self._stdin = proc.stdin
-        # The pipe is unbuffered (bufsize=0); read it through a buffer, not byte by byte.
-        self._stdout = io.BufferedReader(proc.stdout, 1 << 16)  # type: ignore[type-var]
-        self._max = max_line
-        self._lines: queue.SimpleQueue[object] = queue.SimpleQueue()
-        self._writes: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
-        self._reader = threading.Thread(target=self._read, name="kvconform-stdout", daemon=True)
-        self._writer = threading.Thread(target=self._write, name="kvconform-stdin", daemon=True)
-        self._reader.start()
-        self._writer.start()
-
-    def _read(self) -> None:
-        _keep_signals_for_the_main_thread()
-        reader = self._stdout
-        while True:
-            try:
-                line = reader.readline(self._max + 2)
-            except (OSError, ValueError):
-                break
-            if not line:
-                break
-            if not line.endswith(b"\n"):
-                if len(line) > self._max:
-                    self._lines.put(StreamFault("oversized", f"more than {self._max} bytes"))
-                    return
-                break  # end of output in the middle of a line: the line is lost
-            if len(line) - 1 > self._max:
-                self._lines.put(StreamFault("oversized", f"{len(line) - 1} bytes"))
-                return
-            self._lines.put(line[:-1])
-        self._lines.put(_EOF)
-
-    def _write(self) -> None:
-        _keep_signals_for_the_main_thread()
-        while True:
-            data = self._writes.get()
-            if data is None:
-                return
-            view = memoryview(data)
-            try:
-                while view:
-                    written = self._stdin.write(view)
-                    view = view[written or 0 :]
-                self._stdin.flush()
-            except (OSError, ValueError):
-                return
-
-    def send(self, data: bytes) -> None:
-        self._writes.put(data)
-
-    def ask(self, data: bytes, timeout: float) -> bytes:
-        self.send(data)
-        return self.read_line(timeout)
-
-    def stray(self) -> bytes | None:
-        """A line the adapter has written beyond the answers awaited, if one has come."""
-        try:
-            item = self._lines.get_nowait()
-        except queue.Empty:
-            return None
-        if isinstance(item, bytes):
-            return item
-        self._lines.put(item)  # its end or a fault, the last thing queued: left for a read
-        return None
-
-    def read_line(self, timeout: float) -> bytes:
-        try:
-            item = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            raise StreamFault("timeout") from None
-        if item is _EOF:
-            self._lines.put(_EOF)
-            raise StreamFault("eof")
-        if isinstance(item, StreamFault):
-            raise item
-        assert isinstance(item, bytes)
-        return item
-
-    def close(self) -> None:
-        self._writes.put(None)
