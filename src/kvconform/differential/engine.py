@@ -41,6 +41,7 @@ from hypothesis.errors import Flaky
 
 import kvconform
 from kvconform.adapters.reference import ReferenceAdapter
+from kvconform.differential import prefix as prefix_check
 from kvconform.differential import strategies
 from kvconform.differential.compare import (
     Mismatch,
@@ -90,6 +91,11 @@ class Property:
     #: The reference to compare with for an implementation, when the shared default one
     #: (profile v1, every option at its default) would answer otherwise; else ``None``.
     reference_for: Callable[[AdapterInfo], Driver | None] | None = None
+    #: Tells a disagreement in the property's own terms (its half, the rules it bears
+    #: on), given the program, the reference's outcomes and the implementation's.
+    refine: (
+        Callable[[Program, Sequence[Outcome], Sequence[Outcome], Mismatch], Mismatch] | None
+    ) = None
 
     @property
     def id(self) -> str:
@@ -200,6 +206,14 @@ PROPERTIES: tuple[Property, ...] = (
             scope=strategies.Scope.of(info),
         ),
     ),
+    Property(
+        described=generated.BY_ID["generated.prefix"],
+        not_applicable=prefix_check.not_applicable,
+        programs=lambda info: strategies.prefix_programs(strategies.PrefixScope.of(info)),
+        writer=strategies.prefix_writer,
+        reference_for=prefix_check.reference_for,
+        refine=prefix_check.refine,
+    ),
 )
 
 PROPERTIES_BY_ID: dict[str, Property] = {p.id: p for p in PROPERTIES}
@@ -225,16 +239,18 @@ def reference_driver() -> Driver:
     return InProcessDriver(ReferenceAdapter())
 
 
-class _DeclaringAs(ReferenceAdapter):
+class _DeclaringAs(prefix_check.DeclaredReference):
     """The reference, declaring another implementation's options and capabilities.
 
     Used only to replay an exported counterexample: its program was drawn where that
-    declaration and the reference's defaults give the same answers, so the reference's
-    behaviour is right under it, and the scenario (which assumes those options) must
-    apply and pass."""
+    declaration and the reference's defaults give the same answers (or, for the prefix
+    options the reference is asked differently for, its answers under them: see
+    :mod:`.prefix`), so the reference's behaviour is right under it, and the scenario
+    (which assumes those options) must apply and pass."""
 
     def __init__(self, info: AdapterInfo) -> None:
         super().__init__(
+            info.options,
             writes=info.format_writes or 1,
             reads=tuple(sorted(info.format_reads)) or None,
             revision=info.option("profile_v2_revision"),
@@ -761,6 +777,8 @@ def _judge(
         return exc
     if mismatch is None:
         return None
+    if prop.refine is not None:
+        mismatch = prop.refine(program, expected, actual, mismatch)
     return Counterexample(prop.id, program, tuple(expected), tuple(actual), mismatch)
 
 

@@ -39,6 +39,7 @@ from kvconform.protocol import operations as ops
 from kvconform.protocol.codec import geometry_to_wire, signature_to_wire
 from kvconform.rendering import clip, one_line
 from kvconform.values import (
+    DECISIONS,
     OPTION_DECISIONS,
     OPTIONS,
     Fault,
@@ -64,6 +65,7 @@ _CLASS_REQUIREMENT = {
     "plan": "PLAN-4",
     "signature": "SIG-2",
     "verify": "VERIFY-9",
+    "prefix_cache": "PREFIX-2",
 }
 
 
@@ -190,6 +192,8 @@ def scenario_document(
         f"at step {step} ({verb}) {what}. Every expectation here is the reference's answer."
     )
     decisions = sorted({OPTION_DECISIONS[r] for r in requires if r in OPTION_DECISIONS})
+    if cls == "prefix_cache":  # the class rests on decisions, not on the seeds (CONF-8)
+        decisions = sorted(name for name, ids in DECISIONS.items() if set(ids) & set(requires))
     scenario = {
         "id": scenario_id,
         "title": f"Generated counterexample: {adapter} disagrees with the reference at step "
@@ -200,7 +204,7 @@ def scenario_document(
         # on states one of this specification's decisions (CONF-8).
         "basis": _FlowList(decisions) if decisions else "seed",
         "requires": _FlowList(requires),
-        **({"options": assumed} if (assumed := _assumed_options(options)) else {}),
+        **({"options": assumed} if (assumed := _assumed_options(options, cx.program)) else {}),
         **_format_of(cx.program, block_format),
         "why": why,
         "steps": builder.steps,
@@ -226,20 +230,25 @@ def _format_of(
     return {"format": _Flow({"writes": writes, "reads": _FlowList(reads)})}
 
 
-def _assumed_options(options: Mapping[str, str] | None) -> dict[str, str]:
+def _assumed_options(
+    options: Mapping[str, str] | None, program: Sequence[ops.Op] = ()
+) -> dict[str, str]:
     """The declared option values a scenario file can assume: those other than the default,
     but ``replace_layer_order``, which a scenario never assumes (a refusal's field is
-    re-expressed under the declared order instead, conformance/INTERPRETING.md §6.2)."""
-    return {
+    re-expressed under the declared order instead, conformance/INTERPRETING.md §6.2).
+
+    A program that looks up a prefix cache also assumes ``prefix_partial`` at its default:
+    its counts are whole blocks, which an implementation reusing part of a block answers
+    otherwise (PREFIX-5)."""
+    assumed = {
         name: value
         for name, value in sorted((options or {}).items())
-        if name in OPTIONS
-        and name != "replace_layer_order"
-        and value != OPTIONS[name].default
-        # the generated checks draw no prefix_cache operation (its table entries say why),
-        # so no counterexample rests on that class's options
-        and not name.startswith("prefix_")
+        if name in OPTIONS and name != "replace_layer_order" and value != OPTIONS[name].default
     }
+    if any(isinstance(op, ops.PrefixLookup) for op in program):
+        declared = (options or {}).get("prefix_partial", OPTIONS["prefix_partial"].default)
+        assumed = dict(sorted({**assumed, "prefix_partial": declared}.items()))
+    return assumed
 
 
 def dump(exported: Exported, header: str = "") -> str:
@@ -690,7 +699,7 @@ def payload_args(payload: Sequence[LayerDesc]) -> dict[str, Any]:
 
 def _class_of(program: Sequence[ops.Op]) -> str:
     needs = {op.needs for op in program}
-    for cls in ("plan", "identity", "verify", "signature", "hash"):
+    for cls in ("prefix_cache", "plan", "identity", "verify", "signature", "hash"):
         if cls in needs:
             return cls
     return "identity"
@@ -701,6 +710,8 @@ def _area_of(cls: str, program: Sequence[ops.Op]) -> str:
     models = (ops.ModelNew, ops.ModelReload, ops.ModelSetHook, ops.ModelInstanceId)
     if cls == "identity" and not any(isinstance(op, models) for op in program):
         return "alloc"
+    if cls == "prefix_cache":
+        return "prefix"
     return cls
 
 
