@@ -155,6 +155,7 @@ def refine(
         # the reuse half of each discriminant the program carries
         for present_here, rule in (
             (adapted, "PREFIX-7"),
+            (adapted, "PREFIX-8"),
             (ops.RequestMedia in present, "PREFIX-11"),
             (ops.RequestEmbeds in present, "PREFIX-17"),
             (salted, "PREFIX-13"),

@@ -254,11 +254,11 @@ class PrefixBuilder:
 
         Under ``instance`` its weights are new to that process, or those of a load in
         another process (which must then share through a tier, PREFIX-22); under
-        ``content`` one of three, ``like``'s first."""
+        ``content`` ``like``'s as often as not, else one of three."""
         name = like.name if like is not None else pick(self.src, WORDS)
         if self.scope.adapter_content:
-            first = () if like is None else (like.weights,)
-            weights = pick(self.src, [*first, *SHARED_WEIGHTS])
+            same = like is not None and flag(self.src)
+            weights = like.weights if same and like else pick(self.src, SHARED_WEIGHTS)
         else:
             here = {load.weights for load in self.loads if load.cache == cache.handle}
             elsewhere = sorted({load.weights for load in self.loads} - here)
@@ -278,7 +278,7 @@ class PrefixBuilder:
         if self.requests and src.integer(0, 3) != 0:
             # from a stored request, most often: what a lookup can meet
             pool = self.stored if self.stored and src.integer(0, 3) != 0 else self.requests
-            made = self.derive(pick(src, pool), cache)
+            made = self.derive(pick(src, pool[::-1]), cache)  # the newest first
         else:
             made = self.fresh_request(cache)
         self.emit(made)
@@ -289,7 +289,11 @@ class PrefixBuilder:
         whole request looked up (and stored): it reuses those blocks and, whatever it
         shares with other stored requests further on, nothing after them that followed
         another first turn (PREFIX-3, PREFIX-12)."""
-        whole = self.request(cache)
+        if self.stored and flag(self.src):  # the newest stored request, another item in it
+            whole = self.derive(self.stored[-1], cache, focus=1)
+            self.emit(whole)
+        else:
+            whole = self.request(cache)
         full = len(whole.tokens) // self.block
         if full >= 2:
             cut = self.block * self.src.integer(1, full - 1)
@@ -326,7 +330,7 @@ class PrefixBuilder:
         choice = self.src.integer(0, len(mine))
         return mine[choice - 1] if choice else self.load(cache)
 
-    def derive(self, base: _Request, cache: _Cache) -> _Request:
+    def derive(self, base: _Request, cache: _Cache, focus: int | None = None) -> _Request:
         """``base`` with its tokens copied, cut, extended, cut and extended, changed in one
         token or continued as another request continues; its items kept where they fit,
         or one added, dropped or changed in one attribute; one of its salt, user key and
@@ -335,7 +339,8 @@ class PrefixBuilder:
         src = self.src
         tokens = list(base.tokens)
         spans = list(base.spans)
-        focus = src.integer(0, 3)  # 0: tokens only, 1: items only, 2: discriminants only
+        if focus is None:  # 0: tokens only, 1: items only, 2: discriminants only, 3: any
+            focus = src.integer(0, 3)
         edit = src.integer(0, 5) if focus in (0, 3) else 0
         if edit == 5:  # continued as another request continues, from a block boundary
             other = pick(src, self.requests)
