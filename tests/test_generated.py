@@ -152,6 +152,12 @@ FOUND = [
     # Widths at the edge of a u64 (strategies.edge_width), in blocks of both versions.
     ("sig-width-wrapping-multiply", "generated.verify"),
     ("prof-v2-writer-wraps-the-width", "generated.verify"),
+    # Prefix caches: over-reuse across a discriminant, under-reuse of an equal prefix, a
+    # narrow key among 512 distinct blocks, a tier read by another process.
+    ("prefix-adapter-by-name", "generated.prefix"),
+    ("prefix-whole-request-or-nothing", "generated.prefix"),
+    ("prefix-block-key-16-bit", "generated.prefix"),
+    ("prefix-tier-keys-per-process", "generated.prefix"),
 ]
 
 
@@ -461,6 +467,7 @@ def test_a_class_the_adapter_does_not_declare_is_not_applicable() -> None:
         "generated.key-state-machine": "not_applicable",
         "generated.hash": "passed",
         "generated.verify": "not_applicable",
+        "generated.prefix": "not_applicable",
     }
 
 

@@ -500,10 +500,14 @@ class PrefixBuilder:
         seen: set[int] = set()
         last: list[_Request] = []
 
-        def item() -> None:
+        def item() -> bool:
+            """One item, its choices (whether there is one, its label) in one group, so
+            that the shrinker deletes items whole and the others keep their labels."""
+            if src.integer(0, 1 << 20) == 0:
+                return False
             label = src.integer(0, (1 << 24) - 1)
             if label in seen:  # distinct items only: a repeat would be a true hit
-                return
+                return True
             seen.add(label)
             if images:
                 request = _Request(
@@ -518,8 +522,11 @@ class PrefixBuilder:
             self.ops.append(ops.PrefixLookup(cache.handle, request.handle))
             self.ops.append(ops.PrefixStore(cache.handle, request.handle))
             last[:] = [request]
+            return True
 
-        items(src, item, max_size=STRENGTH_ITEMS, mean_extra=1 << 20)
+        count = 0
+        while count < STRENGTH_ITEMS and src.group(item):
+            count += 1
         if last:
             self.ops.append(ops.PrefixLookup(cache.handle, last[0].handle))
 
