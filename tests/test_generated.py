@@ -153,10 +153,9 @@ FOUND = [
     ("sig-width-wrapping-multiply", "generated.verify"),
     ("prof-v2-writer-wraps-the-width", "generated.verify"),
     # Prefix caches: over-reuse across a discriminant, under-reuse of an equal prefix, a
-    # narrow key among 512 distinct blocks, a tier read by another process.
+    # tier read by another process (a narrow key: tests/test_generated_prefix.py).
     ("prefix-adapter-by-name", "generated.prefix"),
     ("prefix-whole-request-or-nothing", "generated.prefix"),
-    ("prefix-block-key-16-bit", "generated.prefix"),
     ("prefix-tier-keys-per-process", "generated.prefix"),
 ]
 

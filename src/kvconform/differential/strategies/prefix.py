@@ -403,8 +403,8 @@ class PrefixBuilder:
         (SGLang #24638, vLLM #44701)."""
         src = self.src
         how = src.integer(0, 3)
-        if how == 0:
-            return user_key, salt, lora
+        if how == 0:  # (an empty salt is no user key: an empty user key is not drawn)
+            return user_key, (salt or None), lora
         if how == 1:
             text = (salt or "") + (user_key or "")
             at = src.integer(0, len(text))
@@ -510,10 +510,12 @@ class PrefixBuilder:
                 return True
             seen.add(label)
             if images:
+                content = f"img-{label}"
+                caller = f"id-{content}" if self.scope.media_caller else None
                 request = _Request(
                     self.fresh("r"),
                     (7,) * self.block,
-                    spans=(_Media(0, self.block, f"img-{label}", 336, 336, None),),
+                    spans=(_Media(0, self.block, content, 336, 336, caller),),
                 )
             else:
                 first = 100 + label * self.block
