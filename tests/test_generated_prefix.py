@@ -17,8 +17,9 @@ import pytest
 from kvconform.adapters.reference import ReferenceAdapter
 from kvconform.differential import strategies
 from kvconform.differential.compare import Mismatch
+from kvconform.differential.declared import DeclaredReference
 from kvconform.differential.engine import PROPERTIES_BY_ID, case_result, run_property
-from kvconform.differential.prefix import DeclaredReference, refine
+from kvconform.differential.prefix import refine
 from kvconform.protocol import operations as ops
 from kvconform.protocol.driver import InProcessDriver
 from kvconform.values import AdapterInfo, Ok
@@ -53,7 +54,7 @@ def test_requests_are_drawn_from_one_another_so_lookups_hit() -> None:
     for program in _programs(ReferenceAdapter().describe(), 100):
         for op, outcome in zip(program, reference.run(program), strict=True):
             if isinstance(op, ops.PrefixLookup):
-                assert isinstance(outcome, Ok)
+                assert isinstance(outcome, Ok) and isinstance(outcome.value, int)
                 hits += outcome.value > 0
                 misses += outcome.value == 0
     assert hits > 300 and misses > 300, (hits, misses)
@@ -228,8 +229,8 @@ def test_a_narrow_block_key_collides_among_distinct_blocks() -> None:
 @pytest.mark.parametrize("name", sorted(n for n in VARIANTS if n.startswith("prefix-")))
 def test_engines_of_each_shape_raise_no_alarm(name: str) -> None:
     """The six correct prefix caches (tests/variants/prefix.py), each with its declared
-    options, pass (the figure over 20 seeds is the kill matrix's)."""
+    options, pass on another seed than tests/test_generated.py's (the figure over 20 seeds
+    is the kill matrix's)."""
     driver = InProcessDriver(VARIANTS[name].factory())
-    for seed in (0, 1):
-        result = run_property(PROP, driver, examples=60, seed=seed)
-        assert result.verdict == "passed", case_result(result).report()
+    result = run_property(PROP, driver, examples=30, seed=1)
+    assert result.verdict == "passed", case_result(result).report()

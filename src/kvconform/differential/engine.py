@@ -41,8 +41,7 @@ from hypothesis.errors import Flaky
 
 import kvconform
 from kvconform.adapters.reference import ReferenceAdapter
-from kvconform.differential import prefix as prefix_check
-from kvconform.differential import strategies
+from kvconform.differential import declared, prefix, strategies
 from kvconform.differential.compare import (
     Mismatch,
     Program,
@@ -91,11 +90,7 @@ class Property:
     #: The reference to compare with for an implementation, when the shared default one
     #: (profile v1, every option at its default) would answer otherwise; else ``None``.
     reference_for: Callable[[AdapterInfo], Driver | None] | None = None
-    #: Tells a disagreement in the property's own terms (its half, the rules it bears
-    #: on), given the program, the reference's outcomes and the implementation's.
-    refine: (
-        Callable[[Program, Sequence[Outcome], Sequence[Outcome], Mismatch], Mismatch] | None
-    ) = None
+    refine: prefix.Refiner | None = None  # a disagreement told in the property's own terms
 
     @property
     def id(self) -> str:
@@ -206,14 +201,7 @@ PROPERTIES: tuple[Property, ...] = (
             scope=strategies.Scope.of(info),
         ),
     ),
-    Property(
-        described=generated.BY_ID["generated.prefix"],
-        not_applicable=prefix_check.not_applicable,
-        programs=lambda info: strategies.prefix_programs(strategies.PrefixScope.of(info)),
-        writer=strategies.prefix_writer,
-        reference_for=prefix_check.reference_for,
-        refine=prefix_check.refine,
-    ),
+    prefix.prefix_property(Property),
 )
 
 PROPERTIES_BY_ID: dict[str, Property] = {p.id: p for p in PROPERTIES}
@@ -237,36 +225,6 @@ def new_seed() -> int:
 
 def reference_driver() -> Driver:
     return InProcessDriver(ReferenceAdapter())
-
-
-class _DeclaringAs(prefix_check.DeclaredReference):
-    """The reference, declaring another implementation's options and capabilities.
-
-    Used only to replay an exported counterexample: its program was drawn where that
-    declaration and the reference's defaults give the same answers (or, for the prefix
-    options the reference is asked differently for, its answers under them: see
-    :mod:`.prefix`), so the reference's behaviour is right under it, and the scenario
-    (which assumes those options) must apply and pass."""
-
-    def __init__(self, info: AdapterInfo) -> None:
-        super().__init__(
-            info.options,
-            writes=info.format_writes or 1,
-            reads=tuple(sorted(info.format_reads)) or None,
-            revision=info.option("profile_v2_revision"),
-        )
-        self._as = info
-
-    def describe(self) -> AdapterInfo:
-        mine, theirs = super().describe(), self._as
-        return replace(
-            mine,
-            options=dict(theirs.options),
-            key_schema=theirs.key_schema,
-            raw_fold=theirs.raw_fold,
-            dtypes=theirs.dtypes,
-            uint_bits=theirs.uint_bits,
-        )
 
 
 def execute(driver: Driver, program: Program) -> list[Outcome]:
@@ -777,8 +735,7 @@ def _judge(
         return exc
     if mismatch is None:
         return None
-    if prop.refine is not None:
-        mismatch = prop.refine(program, expected, actual, mismatch)
+    mismatch = prop.refine(program, expected, actual, mismatch) if prop.refine else mismatch
     return Counterexample(prop.id, program, tuple(expected), tuple(actual), mismatch)
 
 
@@ -832,7 +789,7 @@ def export_counterexample(
         return replace(result, exported=path, export_note=f"WARNING: it does not load: {exc}")
     for case in cases:
         # the reference under the implementation's declaration (the scenario assumes it)
-        on_reference = run_case(case, InProcessDriver(_DeclaringAs(driver.info)))
+        on_reference = run_case(case, InProcessDriver(declared.DeclaringAs(driver.info)))
         on_adapter = run_case(case, driver)
         if on_reference.verdict != "passed":
             notes.append(f"WARNING: the reference does not pass it:\n{on_reference.report()}")

@@ -33,14 +33,13 @@ from typing import Any, Protocol
 
 import yaml
 
+from kvconform.differential import prefix
 from kvconform.differential.compare import Mismatch, error_parts
 from kvconform.files import write_atomic
 from kvconform.protocol import operations as ops
 from kvconform.protocol.codec import geometry_to_wire, signature_to_wire
 from kvconform.rendering import clip, one_line
 from kvconform.values import (
-    DECISIONS,
-    OPTION_DECISIONS,
     OPTIONS,
     Fault,
     LayerDesc,
@@ -191,9 +190,7 @@ def scenario_document(
         f"Found by the generated differential check {origin} against {adapter}, and shrunk: "
         f"at step {step} ({verb}) {what}. Every expectation here is the reference's answer."
     )
-    decisions = sorted({OPTION_DECISIONS[r] for r in requires if r in OPTION_DECISIONS})
-    if cls == "prefix_cache":  # the class rests on decisions, not on the seeds (CONF-8)
-        decisions = sorted(name for name, ids in DECISIONS.items() if set(ids) & set(requires))
+    decisions = prefix.decisions(cls, requires)
     scenario = {
         "id": scenario_id,
         "title": f"Generated counterexample: {adapter} disagrees with the reference at step "
@@ -204,7 +201,11 @@ def scenario_document(
         # on states one of this specification's decisions (CONF-8).
         "basis": _FlowList(decisions) if decisions else "seed",
         "requires": _FlowList(requires),
-        **({"options": assumed} if (assumed := _assumed_options(options, cx.program)) else {}),
+        **(
+            {"options": a}
+            if (a := prefix.assumed(_assumed_options(options), options, cx.program))
+            else {}
+        ),
         **_format_of(cx.program, block_format),
         "why": why,
         "steps": builder.steps,
@@ -230,25 +231,15 @@ def _format_of(
     return {"format": _Flow({"writes": writes, "reads": _FlowList(reads)})}
 
 
-def _assumed_options(
-    options: Mapping[str, str] | None, program: Sequence[ops.Op] = ()
-) -> dict[str, str]:
+def _assumed_options(options: Mapping[str, str] | None) -> dict[str, str]:
     """The declared option values a scenario file can assume: those other than the default,
     but ``replace_layer_order``, which a scenario never assumes (a refusal's field is
-    re-expressed under the declared order instead, conformance/INTERPRETING.md §6.2).
-
-    A program that looks up a prefix cache also assumes ``prefix_partial`` at its default:
-    its counts are whole blocks, which an implementation reusing part of a block answers
-    otherwise (PREFIX-5)."""
-    assumed = {
+    re-expressed under the declared order instead, conformance/INTERPRETING.md §6.2)."""
+    return {
         name: value
         for name, value in sorted((options or {}).items())
         if name in OPTIONS and name != "replace_layer_order" and value != OPTIONS[name].default
     }
-    if any(isinstance(op, ops.PrefixLookup) for op in program):
-        declared = (options or {}).get("prefix_partial", OPTIONS["prefix_partial"].default)
-        assumed = dict(sorted({**assumed, "prefix_partial": declared}.items()))
-    return assumed
 
 
 def dump(exported: Exported, header: str = "") -> str:
@@ -710,9 +701,7 @@ def _area_of(cls: str, program: Sequence[ops.Op]) -> str:
     models = (ops.ModelNew, ops.ModelReload, ops.ModelSetHook, ops.ModelInstanceId)
     if cls == "identity" and not any(isinstance(op, models) for op in program):
         return "alloc"
-    if cls == "prefix_cache":
-        return "prefix"
-    return cls
+    return "prefix" if cls == "prefix_cache" else cls
 
 
 def _known_requirements(ids: Sequence[str]) -> list[str]:

@@ -1,104 +1,29 @@
-"""The generated check of the class ``prefix_cache``: the reference under a declaration,
-and what a disagreement on a lookup bears on.
+"""The generated check of the class ``prefix_cache`` (``generated.prefix``): its parts.
 
-The reference (``kvconform_reference.prefix``) answers every prefix option by its
-default, but for two of them it gives another declaration's answers by being asked
-differently, without a line of reuse logic of its own here:
-
-- ``prefix_partial: tokens`` (PREFIX-5): a position is reused exactly when it was
-  computed for the same tokens and discriminants after the same prefix, which is the
-  reference's whole-block rule with blocks of one position. :class:`DeclaredReference`
-  makes every prefix cache with block size 1.
-- ``prefix_adapter_identity: content`` (PREFIX-8): loads of equal weights are one
-  identity, which is the reference's instance rule with the second load of equal
-  weights in a process answered by the first instance.
-
-The other options leave the answer alone wherever the programs go
-(:mod:`.strategies.prefix` keeps them there). Judging stays the differential one: each
-lookup's count is compared exactly (CONF-12); :func:`refine` only says which half a
-disagreement on a lookup is, and which rules it bears on.
+Its programs are :mod:`.strategies.prefix`'s; its expectations the reference's, under
+the implementation's prefix declaration where that changes the answer
+(:mod:`.declared`). Judging stays the differential one: each lookup's count is compared
+exactly (CONF-12); :func:`refine` says which half a disagreement on a lookup is, and
+which rules it bears on, and the export helpers below what a scenario of it assumes.
+Nothing here needs Hypothesis.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
 
-from kvconform_reference import prefix
-
-from kvconform.adapters.reference import ReferenceAdapter
 from kvconform.differential.compare import Mismatch, Program
+from kvconform.differential.declared import reference_for
+from kvconform.harness import generated
 from kvconform.protocol import operations as ops
-from kvconform.protocol.driver import Driver, InProcessDriver
-from kvconform.values import OPTIONS, AdapterInfo, Ok, Outcome
+from kvconform.values import DECISIONS, OPTION_DECISIONS, OPTIONS, AdapterInfo, Ok, Outcome
 
+T = TypeVar("T")
 
-def _option(options: Mapping[str, str], name: str) -> str:
-    return options.get(name, OPTIONS[name].default)
-
-
-@dataclass
-class _DeclaredCache(prefix.PrefixCache):
-    """A reference prefix cache that remembers its process's adapter loads by weights."""
-
-    loads: dict[str, prefix.Adapter] = field(default_factory=dict)
-
-
-class DeclaredReference(ReferenceAdapter):
-    """The reference answering as an implementation declaring ``options`` would have to
-    (for ``prefix_partial`` and ``prefix_adapter_identity``; see the module)."""
-
-    def __init__(
-        self,
-        options: Mapping[str, str] | None = None,
-        writes: int = 1,
-        reads: tuple[int, ...] | None = None,
-        revision: str = "split_width",
-    ) -> None:
-        super().__init__(writes=writes, reads=reads, revision=revision)
-        declared = options or {}
-        self.unit_blocks = _option(declared, "prefix_partial") == "tokens"
-        self.content_adapters = _option(declared, "prefix_adapter_identity") == "content"
-
-    def prefix_new(
-        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
-    ) -> prefix.PrefixCache:
-        size = 1 if self.unit_blocks else block_size
-        return _DeclaredCache(size, prefix.EngineConfig(model_name, kv_dtype, layout, shard))
-
-    def lora_load(
-        self, cache: prefix.PrefixCache, adapter_name: str, weights: str
-    ) -> prefix.Adapter:
-        if not self.content_adapters or not isinstance(cache, _DeclaredCache):
-            return super().lora_load(cache, adapter_name, weights)
-        known = cache.loads.get(weights)
-        if known is None:
-            known = cache.loads[weights] = super().lora_load(cache, adapter_name, weights)
-        return known
-
-
-def declares_otherwise(info: AdapterInfo) -> bool:
-    """Whether the implementation's prefix answers differ from the reference's defaults."""
-    return (
-        info.option("prefix_partial") == "tokens"
-        or info.option("prefix_adapter_identity") == "content"
-    )
-
-
-def reference_for(info: AdapterInfo) -> Driver | None:
-    """The reference under the implementation's prefix declaration, when it is not the
-    default one (and the implementation's format declaration, so that nothing else
-    changes)."""
-    if not declares_otherwise(info):
-        return None
-    return InProcessDriver(
-        DeclaredReference(
-            info.options,
-            writes=info.format_writes or 1,
-            reads=tuple(sorted(info.format_reads)) or None,
-            revision=info.option("profile_v2_revision"),
-        )
-    )
+#: Tells a disagreement in a property's own terms, from the program and both sides' outcomes.
+Refiner = Callable[[Program, Sequence[Outcome], Sequence[Outcome], Mismatch], Mismatch]
 
 
 def not_applicable(info: AdapterInfo) -> str | None:
@@ -177,7 +102,13 @@ def refine(
             cites.add("PREFIX-14")
         if keyed:
             cites.add("PREFIX-15")
-        if salted or keyed or adapted or ops.RequestMedia in present or ops.RequestEmbeds in present:
+        if (
+            salted
+            or keyed
+            or adapted
+            or ops.RequestMedia in present
+            or ops.RequestEmbeds in present
+        ):
             cites.add("PREFIX-12")
         if sum((salted, keyed, adapted)) >= 2:
             cites.add("PREFIX-16")
@@ -199,3 +130,47 @@ def _block_size(program: Program, lookup: ops.PrefixLookup) -> int:
         if isinstance(o, ops.PrefixNew) and o.handle == lookup.prefix:
             return max(1, o.block_size)
     return 1
+
+
+def prefix_property(make: Callable[..., T]) -> T:
+    """The property ``generated.prefix``, made by ``make`` (the engine's ``Property``).
+
+    Its writers are imported here, not above: this module is the exporter's too, which
+    needs no Hypothesis."""
+    from kvconform.differential import strategies
+
+    fields: dict[str, Any] = {
+        "described": generated.BY_ID["generated.prefix"],
+        "not_applicable": not_applicable,
+        "programs": lambda info: strategies.prefix_programs(strategies.PrefixScope.of(info)),
+        "writer": strategies.prefix_writer,
+        "reference_for": reference_for,
+        "refine": refine,
+    }
+    return make(**fields)
+
+
+# --- what an exported scenario of it rests on ----------------------------------------
+
+
+def decisions(cls: str, requires: Sequence[str]) -> list[str]:
+    """The decisions a scenario's verdict rests on (CONF-8): for the class prefix_cache,
+    which rests on decisions and not on the seeds, every decision stating a requirement
+    it bears on; for another class, those of its options."""
+    if cls == "prefix_cache":
+        return sorted(name for name, ids in DECISIONS.items() if set(ids) & set(requires))
+    return sorted({OPTION_DECISIONS[r] for r in requires if r in OPTION_DECISIONS})
+
+
+def assumed(
+    found: Mapping[str, str], options: Mapping[str, str] | None, program: Program
+) -> dict[str, str]:
+    """``found`` and, for a program that looks up a prefix cache, ``prefix_partial`` even at
+    its default: whole-block counts, which a partial-reuse implementation answers
+    otherwise (PREFIX-5). A program of no prefix operation rests on no prefix option."""
+    if not any(op.needs == "prefix_cache" for op in program):
+        return {k: value for k, value in found.items() if not k.startswith("prefix_")}
+    if not any(isinstance(op, ops.PrefixLookup) for op in program):
+        return dict(found)
+    declared = (options or {}).get("prefix_partial", OPTIONS["prefix_partial"].default)
+    return dict(sorted({**found, "prefix_partial": declared}.items()))

@@ -38,7 +38,8 @@ one (this package names every public writer, for ``strategies.X``):
   (every other operation of a declared class, from its table entry), :mod:`.keys` (the
   rules in their fixed order, the stories that cross classes).
 - :mod:`.hash` -- mix programs (:func:`hash_program_list`).
-- :mod:`.prefix` -- stores and lookups of related requests, the class ``prefix_cache``
+- :mod:`.prefix` (with :mod:`.prefix_scope`) -- stores and lookups of related requests, the
+  class ``prefix_cache``
   (:func:`prefix_program`, :class:`PrefixScope`).
 - :mod:`.signature` (blocks, payload faults, lying stamps, measures and stamps),
   :mod:`.profile_v2` (version-2 blocks and layouts), :mod:`.verify` (verifications, and
@@ -68,11 +69,11 @@ from kvconform.differential.strategies.plan import PlanRules, ids, plan_id, vary
 from kvconform.differential.strategies.plan_validity import ValidityRules
 from kvconform.differential.strategies.prefix import (
     PrefixBuilder,
-    PrefixScope,
     prefix_program,
     prefix_programs,
     prefix_writer,
 )
+from kvconform.differential.strategies.prefix_scope import PrefixScope
 from kvconform.differential.strategies.profile_v2 import (
     coherent_block_v2,
     layout_lie,

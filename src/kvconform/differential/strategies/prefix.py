@@ -45,66 +45,12 @@ from dataclasses import dataclass, field, replace
 
 from hypothesis import strategies as st
 
+import kvconform.differential.strategies.prefix_scope as v
 from kvconform.differential.compare import Program
+from kvconform.differential.strategies.prefix_scope import PrefixScope
 from kvconform.differential.strategies.source import Source, Writer, flag, items, pick, strategy
 from kvconform.protocol import operations as ops
 from kvconform.values import AdapterInfo
-
-#: Token ids are drawn from 0 to this (0 first: the padding token of a careless store).
-TOKEN_MAX = 3
-#: The longest request drawn (outside strength programs).
-MAX_TOKENS = 16
-#: Block sizes drawn when the implementation takes any (PREFIX-6), simplest first.
-BLOCK_SIZES = (4, 2, 1, 8)
-#: Salts, user keys and adapter names share one vocabulary (PREFIX-16's aliases).
-WORDS = ("a", "b", "ab")
-SALTS: tuple[str | None, ...] = (None, *WORDS)
-USER_KEYS: tuple[str | None, ...] = (None, *WORDS)
-#: Weights of adapters under ``prefix_adapter_identity: content`` (equal labels, equal weights).
-SHARED_WEIGHTS = ("w1", "w2", "w3")
-CONTENTS = ("cat", "dog")
-SHAPES = ((64, 64), (30, 100), (100, 30))
-CALLER_IDS: tuple[str | None, ...] = (None, "img-1", "img-2")
-EMBEDDINGS = ("e1", "e2")
-#: The configuration of the first prefix cache, and one other value of each field.
-BASE_CONFIG = ("llama-3-8b", "bf16", "nhd", "tp0-of-2")
-OTHER_CONFIG = ("llama-3-8b-v2", "fp8", "hnd", "tp1-of-2")
-#: PREFIX-6: the blocks a prefix cache must hold without evicting.
-HELD_BLOCKS = 64
-#: Distinct one-block requests in a strength program (prefix/strength.yaml's 512).
-STRENGTH_ITEMS = 512
-MAX_CACHES = 4
-
-
-@dataclass(frozen=True)
-class PrefixScope:
-    """What an implementation's declared prefix options let a program hold (CONF-6,
-    CONF-16). The default is the reference's declaration."""
-
-    block_sizes: tuple[int, ...] = BLOCK_SIZES
-    #: ``prefix_partial: tokens`` (the reference answers with blocks of one position).
-    partial: bool = False
-    #: Whether tiers are drawn: ``prefix_tier: shared`` and whole blocks only.
-    tier: bool = True
-    #: Whether the empty salt is drawn: ``prefix_empty_salt: distinct``.
-    empty_salt: bool = True
-    #: ``prefix_adapter_identity: content``: loads of equal weights in one prefix cache.
-    adapter_content: bool = False
-    #: ``prefix_media_identity: caller``: caller ids that name the content.
-    media_caller: bool = False
-
-    @classmethod
-    def of(cls, info: AdapterInfo) -> PrefixScope:
-        fixed = info.option("prefix_block_size")
-        partial = info.option("prefix_partial") == "tokens"
-        return cls(
-            block_sizes=BLOCK_SIZES if fixed == "any" else (int(fixed),),
-            partial=partial,
-            tier=info.option("prefix_tier") == "shared" and not partial,
-            empty_salt=info.option("prefix_empty_salt") == "distinct",
-            adapter_content=info.option("prefix_adapter_identity") == "content",
-            media_caller=info.option("prefix_media_identity") == "caller",
-        )
 
 
 @dataclass(frozen=True)
@@ -190,7 +136,7 @@ class PrefixBuilder:
         self.new_cache(first=True)
         if self.tier is not None:  # a second process over the tier
             self.new_cache(first=False)
-        if src.integer(0, 11) == 11:
+        if src.integer(0, 11) == 11 and self.scope.strength:
             self.strength()
         else:
             items(src, self.step, max_size=32, mean_extra=16)
@@ -217,7 +163,7 @@ class PrefixBuilder:
             self.lookup(request, self.cache_for(request))
         elif kind == 6:
             self.load(pick(self.src, self.caches))
-        elif kind == 7 and len(self.caches) < MAX_CACHES:
+        elif kind == 7 and len(self.caches) < v.MAX_CACHES:
             self.new_cache(first=False)
 
     def where(self) -> _Cache:
@@ -236,11 +182,11 @@ class PrefixBuilder:
     def new_cache(self, first: bool) -> None:
         """A prefix cache (another engine process): the first one's configuration, or one
         field of it changed (PREFIX-21), attached to the tier if there is one."""
-        config = list(BASE_CONFIG)
+        config = list(v.BASE_CONFIG)
         if not first:
             which = self.src.integer(0, 4)
             if which:
-                config[which - 1] = OTHER_CONFIG[which - 1]
+                config[which - 1] = v.OTHER_CONFIG[which - 1]
         handle = self.fresh("p")
         model, dtype, layout, shard = config
         self.ops.append(ops.PrefixNew(handle, self.block, model, dtype, layout, shard))
@@ -255,10 +201,10 @@ class PrefixBuilder:
         Under ``instance`` its weights are new to that process, or those of a load in
         another process (which must then share through a tier, PREFIX-22); under
         ``content`` ``like``'s as often as not, else one of three."""
-        name = like.name if like is not None else pick(self.src, WORDS)
+        name = like.name if like is not None else pick(self.src, v.WORDS)
         if self.scope.adapter_content:
             same = like is not None and flag(self.src)
-            weights = like.weights if same and like else pick(self.src, SHARED_WEIGHTS)
+            weights = like.weights if same and like else pick(self.src, v.SHARED_WEIGHTS)
         else:
             here = {load.weights for load in self.loads if load.cache == cache.handle}
             elsewhere = sorted({load.weights for load in self.loads} - here)
@@ -311,11 +257,11 @@ class PrefixBuilder:
     def fresh_request(self, cache: _Cache) -> _Request:
         src = self.src
         tokens = tuple(
-            items(src, lambda: src.integer(0, TOKEN_MAX), MAX_TOKENS, min_size=1, mean_extra=8)
+            items(src, lambda: src.integer(0, v.TOKEN_MAX), v.MAX_TOKENS, min_size=1, mean_extra=8)
         )
-        salts = SALTS + (("",) if self.scope.empty_salt else ())
+        salts = v.SALTS + (("",) if self.scope.empty_salt else ())
         salt = pick(src, salts) if src.integer(0, 2) == 2 else None
-        user_key = pick(src, USER_KEYS) if src.integer(0, 2) == 2 else None
+        user_key = pick(src, v.USER_KEYS) if src.integer(0, 2) == 2 else None
         lora = self.lora_in(cache) if src.integer(0, 2) == 2 else None
         spans: list[_Span] = []
         for _ in range(src.integer(0, 3)):
@@ -349,17 +295,17 @@ class PrefixBuilder:
             spans = [s for s in spans if s.start + s.length <= cut]
             spans += [s for s in other.spans if s.start >= cut]
             if not tokens:
-                tokens = [src.integer(0, TOKEN_MAX)]
+                tokens = [src.integer(0, v.TOKEN_MAX)]
         if edit in (1, 3):
             tokens = tokens[: src.integer(0 if edit == 3 else 1, len(tokens))]
         if edit in (2, 3):  # random tokens, or a run of the token 0 (the usual padding)
             zeros = flag(src)
             count = src.integer(1, 8)
-            tokens += [0 if zeros else src.integer(0, TOKEN_MAX) for _ in range(count)]
+            tokens += [0 if zeros else src.integer(0, v.TOKEN_MAX) for _ in range(count)]
         if edit == 4:
             at = src.integer(0, len(tokens) - 1)
-            tokens[at] = (tokens[at] + src.integer(1, TOKEN_MAX)) % (TOKEN_MAX + 1)
-        tokens = tokens[:MAX_TOKENS]
+            tokens[at] = (tokens[at] + src.integer(1, v.TOKEN_MAX)) % (v.TOKEN_MAX + 1)
+        tokens = tokens[: v.MAX_TOKENS]
         length = len(tokens)
         spans = [s for s in spans if s.start + s.length <= length]
         change = pick(src, (0, 3, 3, 1, 2)) if focus in (1, 3) else 0
@@ -383,9 +329,9 @@ class PrefixBuilder:
             )
         which = src.integer(0, 5) if focus in (2, 3) else 0
         if which == 1:
-            salt = pick(src, SALTS + (("",) if self.scope.empty_salt else ()))
+            salt = pick(src, v.SALTS + (("",) if self.scope.empty_salt else ()))
         elif which == 2:
-            user_key = pick(src, USER_KEYS)
+            user_key = pick(src, v.USER_KEYS)
         elif which == 3:
             lora = self.lora_in(cache) if flag(src) else None
         elif which == 4:  # the adapter reloaded under its name, or one loaded
@@ -422,15 +368,15 @@ class PrefixBuilder:
         start = src.integer(0, length - 1)
         size = src.integer(1, min(4, length - start))
         if src.integer(0, 2) == 2:
-            return _Embeds(start, size, pick(src, EMBEDDINGS))
-        content = pick(src, CONTENTS)
-        width, height = pick(src, SHAPES)
+            return _Embeds(start, size, pick(src, v.EMBEDDINGS))
+        content = pick(src, v.CONTENTS)
+        width, height = pick(src, v.SHAPES)
         return _Media(start, size, content, width, height, self.caller_id(content))
 
     def caller_id(self, content: str) -> str | None:
         if self.scope.media_caller:
             return f"id-{content}"  # the caller names the content (PREFIX-11)
-        return pick(self.src, CALLER_IDS)
+        return pick(self.src, v.CALLER_IDS)
 
     def vary_span(self, span: _Span, length: int) -> _Span:
         """``span`` with one attribute changed: content, shape, start, length or caller id."""
@@ -441,15 +387,15 @@ class PrefixBuilder:
         if what == 3:
             return replace(span, length=span.length + pick(src, (1, -1)))
         if isinstance(span, _Embeds):
-            return replace(span, content=pick(src, EMBEDDINGS))
+            return replace(span, content=pick(src, v.EMBEDDINGS))
         if what == 0:
-            content = pick(src, CONTENTS)
+            content = pick(src, v.CONTENTS)
             caller = f"id-{content}" if self.scope.media_caller else span.caller_id
             return replace(span, content=content, caller_id=caller)
         if what == 1 or self.scope.media_caller:
-            width, height = pick(src, SHAPES)
+            width, height = pick(src, v.SHAPES)
             return replace(span, width=width, height=height)
-        return replace(span, caller_id=pick(src, CALLER_IDS))
+        return replace(span, caller_id=pick(src, v.CALLER_IDS))
 
     def emit(self, request: _Request) -> None:
         handle = request.handle
@@ -482,7 +428,7 @@ class PrefixBuilder:
     def store(self, request: _Request, cache: _Cache) -> None:
         """Store, unless the prefix cache would then hold more blocks than PREFIX-6 keeps."""
         blocks = -(-len(request.tokens) // self.block)
-        if cache.stored_blocks + blocks > HELD_BLOCKS:
+        if cache.stored_blocks + blocks > v.HELD_BLOCKS:
             return
         cache.stored_blocks += blocks
         self.ops.append(ops.PrefixStore(cache.handle, request.handle))
@@ -527,7 +473,7 @@ class PrefixBuilder:
             return True
 
         count = 0
-        while count < STRENGTH_ITEMS and src.group(item):
+        while count < v.STRENGTH_ITEMS and src.group(item):
             count += 1
         if last:
             self.ops.append(ops.PrefixLookup(cache.handle, last[0].handle))
