@@ -64,3 +64,25 @@ def test_kill_matrix() -> None:
     assert sum(r.generated.get("generated.prefix") == "failed" for r in prefix) >= 0.9 * len(
         prefix
     ), matrix.render()
+
+
+def test_prefix_kill_matrix() -> None:
+    """The class prefix_cache alone (quicker): its mutants by the generated checks alone
+    and with the suite, its six engines over 20 seeds without a false alarm::
+
+        KVCONFORM_MUTANT_MATRIX=1 python -m pytest tests/test_generated_mutants.py -k prefix -s
+    """
+    mutants = [
+        s
+        for s in load_subjects("tests.mutants", "all_mutants")
+        if s.factory.__module__ == "tests.mutants.prefix"
+    ]
+    variants = [
+        s for s in load_subjects("tests.variants", "all_variants") if s.name.startswith("prefix-")
+    ]
+    killing = kill_matrix(mutants, examples=EXAMPLES, seeds=(0,))
+    print("\n" + killing.render())
+    assert killing.counts()["generated"] >= 0.9 * len(mutants), killing.render()
+    alarms = kill_matrix([], variants, examples=100, seeds=range(20), with_suite=False)
+    print("\n" + alarms.render())
+    assert alarms.counts()["false_alarms"] == 0, alarms.render()
