@@ -1,6 +1,6 @@
 """The generated differential checks as the harness knows them: one description each.
 
-``kvconform run --generated N`` adds three checks to the suite's cases. The harness
+``kvconform run --generated N`` adds four checks to the suite's cases. The harness
 lists, selects, gates and explains them like any case, by the description here: the
 id, the title, the class, the requirements it bears on and why it exists.
 :mod:`kvconform.differential` (which sits above the harness and needs Hypothesis) draws
