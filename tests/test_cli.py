@@ -135,9 +135,9 @@ def test_the_class_table_says_which_classes_were_not_declared() -> None:
 def test_the_generated_checks_are_listed_and_said_when_a_selection_leaves_them_out() -> None:
     status, out, _ = run("list", "--id", "generated.*")
     assert status == cli.EXIT_OK
-    assert out.splitlines()[0].startswith("generated.") and "3 case(s)" in out
+    assert out.splitlines()[0].startswith("generated.") and "4 case(s)" in out
     status, out, _ = run("list")
-    assert "and 3 generated checks, run with --generated N" in out
+    assert "and 4 generated checks, run with --generated N" in out
     status, out, err = run("run", "--generated", "5", "--class", "plan_validity", "--quiet")
     assert status == cli.EXIT_OK and "holds none of the generated.* cases" in err
     assert "generated checks: 5 example(s)" not in out

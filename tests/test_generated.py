@@ -152,6 +152,11 @@ FOUND = [
     # Widths at the edge of a u64 (strategies.edge_width), in blocks of both versions.
     ("sig-width-wrapping-multiply", "generated.verify"),
     ("prof-v2-writer-wraps-the-width", "generated.verify"),
+    # Prefix caches: over-reuse across a discriminant, under-reuse of an equal prefix, a
+    # tier read by another process (a narrow key: tests/test_generated_prefix.py).
+    ("prefix-adapter-by-name", "generated.prefix"),
+    ("prefix-whole-request-or-nothing", "generated.prefix"),
+    ("prefix-tier-keys-per-process", "generated.prefix"),
 ]
 
 
@@ -461,6 +466,7 @@ def test_a_class_the_adapter_does_not_declare_is_not_applicable() -> None:
         "generated.key-state-machine": "not_applicable",
         "generated.hash": "passed",
         "generated.verify": "not_applicable",
+        "generated.prefix": "not_applicable",
     }
 
 
@@ -576,7 +582,7 @@ def test_without_generated_nothing_changes() -> None:
     status, _, err = _cli("run", "--id", "generated.*")
     assert status == cli.EXIT_USAGE and "matches no case" in err
     status, out, _ = _cli("list", "--id", "generated.*")
-    assert status == cli.EXIT_OK and out.count("(runs with --generated N)") == 3
+    assert status == cli.EXIT_OK and out.count("(runs with --generated N)") == len(PROPERTY_IDS)
 
 
 def test_hash_programs_hold_every_kind_of_mix() -> None:

@@ -195,6 +195,64 @@ def test_a_version_2_counterexample_round_trips(name: str, tmp_path: Path) -> No
     assert run_case(case, InProcessDriver(ReferenceAdapter())).verdict == "not_applicable"
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "prefix-adapter-by-name",  # over-reuse through a reloaded adapter
+        "prefix-whole-request-or-nothing",  # under-reuse of an equal prefix
+        "prefix-tier-keys-per-process",  # a tier another process cannot read
+        "prefix-content-adapter-identity-keyed-by-instance",  # declares content identity
+    ],
+)
+def test_a_prefix_counterexample_round_trips(name: str, tmp_path: Path) -> None:
+    """A prefix program exports as a scenario of the area prefix whose lookups expect the
+    reference's counts under the implementation's declaration, with the options it rests
+    on; it validates, passes on the reference declaring the same, fails on the mutant."""
+    from kvconform.differential.declared import DeclaringAs
+
+    if name not in MUTANTS:
+        pytest.skip(f"the corpus has no mutant {name!r} any more")
+    factory = MUTANTS[name].factory
+    info = factory().describe()
+    result = run_property(
+        PROPERTIES_BY_ID["generated.prefix"],
+        InProcessDriver(factory()),
+        examples=200,
+        seed=0,
+        shrink_seconds=2.0,
+        export_dir=tmp_path,
+        label=name,
+    )
+    assert result.verdict == "failed" and result.exported is not None
+    assert "passes on the reference, fails on this implementation" in result.export_note
+    document = yaml.safe_load(result.exported.read_text(encoding="utf-8"))
+    (scenario,) = document["scenarios"]
+    assert document["area"] == "prefix" and scenario["class"] == "prefix_cache"
+    assert scenario["id"].startswith("prefix.generated.")
+    assert "prefix-observable-reuse" in scenario["basis"]
+    assert all(r.startswith("PREFIX-") for r in scenario["requires"]), scenario["requires"]
+    assert scenario["options"]["prefix_partial"] == "none"
+    if info.option("prefix_adapter_identity") == "content":
+        assert scenario["options"]["prefix_adapter_identity"] == "content"
+    (case,) = load_scenario_file(result.exported)
+    declared = DeclaringAs(info)  # the reference, declaring what the mutant declares
+    assert run_case(case, InProcessDriver(declared)).verdict == "passed"
+    assert run_case(case, InProcessDriver(factory())).verdict == "failed"
+
+
+def test_a_strength_program_exports_and_compiles_back(tmp_path: Path) -> None:
+    """512 distinct one-block requests survive the file as they do the wire."""
+    import random
+
+    for index in range(400):
+        src = strategies.RandomSource(random.Random(f"strength export {index}"))
+        program = strategies.prefix_program(src)
+        if sum(isinstance(op, ops.PrefixStore) for op in program) > 100:
+            _round_trip(program, tmp_path)
+            return
+    pytest.fail("no strength program among 400")
+
+
 # --- any program survives the trip --------------------------------------------------
 
 _ID_READS = (ops.ModelInstanceId, ops.CacheAllocId)
@@ -257,13 +315,22 @@ def _v2_blocks(writes: int, reads: set[int]) -> st.SearchStrategy[tuple[ops.Op, 
         ),
         (strategies.hash_programs(max_programs=3), None),
         (strategies.block_programs(), None),
+        (strategies.prefix_programs(strategies.PrefixScope(strength=False)), None),
         (_v2_blocks(2, {2}), ReferenceAdapter(writes=2)),
         (
             _v2_blocks(2, {1, 2}),
             ReferenceAdapter(writes=2, reads=(1, 2), revision="layout_only"),
         ),
     ],
-    ids=["key", "key-plan-validity", "hash", "blocks", "blocks-v2", "blocks-rolling-layout-only"],
+    ids=[
+        "key",
+        "key-plan-validity",
+        "hash",
+        "blocks",
+        "prefix",
+        "blocks-v2",
+        "blocks-rolling-layout-only",
+    ],
 )
 def test_any_generated_program_exports_and_compiles_back(
     programs: st.SearchStrategy[tuple[ops.Op, ...]],

@@ -370,6 +370,7 @@ def _drawn_operations(classes: frozenset[str], programs: int = 150) -> set[str]:
             strategies.key_program(strategies.RandomSource(rng), classes=classes),
             tuple(strategies.hash_program_list(strategies.RandomSource(rng))),
             strategies.block_program(strategies.RandomSource(rng), verify=True, signature=True),
+            strategies.prefix_program(strategies.RandomSource(rng)),
         ):
             drawn.update(op.name for op in program)
     return drawn

@@ -13,7 +13,7 @@ answer under the judging rules of CONF-12:
   with every earlier key (equal or not), so an implementation may number its
   ids from anywhere in any step.
 
-Three properties (:data:`.engine.PROPERTIES`):
+Four properties (:data:`.engine.PROPERTIES`):
 
 ``generated.key-state-machine``
     models (construct, reload, drop, hooks), caches (append past capacity,
@@ -34,6 +34,11 @@ Three properties (:data:`.engine.PROPERTIES`):
     each version the implementation reads verified, blocks of the version it writes
     measured and stamped, compared with the reference declaring the same format
     profile and v2 revision.
+``generated.prefix``
+    stores and lookups of requests drawn from one another (so that prefixes, salts
+    and adapter names collide), each lookup's count compared with the reference's
+    under the implementation's declared prefix options (:mod:`.declared`): fewer is
+    under-reuse (PREFIX-2), more is over-reuse (:mod:`.prefix`, :mod:`.strategies.prefix`).
 
 A disagreement is shrunk (its recorded choices edited and replayed, then its
 operations deleted one at a time) and can be written out as a ready-to-commit

@@ -41,7 +41,7 @@ from hypothesis.errors import Flaky
 
 import kvconform
 from kvconform.adapters.reference import ReferenceAdapter
-from kvconform.differential import strategies
+from kvconform.differential import declared, prefix, strategies
 from kvconform.differential.compare import (
     Mismatch,
     Program,
@@ -90,6 +90,7 @@ class Property:
     #: The reference to compare with for an implementation, when the shared default one
     #: (profile v1, every option at its default) would answer otherwise; else ``None``.
     reference_for: Callable[[AdapterInfo], Driver | None] | None = None
+    refine: prefix.Refiner | None = None  # a disagreement told in the property's own terms
 
     @property
     def id(self) -> str:
@@ -200,6 +201,7 @@ PROPERTIES: tuple[Property, ...] = (
             scope=strategies.Scope.of(info),
         ),
     ),
+    prefix.prefix_property(Property),
 )
 
 PROPERTIES_BY_ID: dict[str, Property] = {p.id: p for p in PROPERTIES}
@@ -223,34 +225,6 @@ def new_seed() -> int:
 
 def reference_driver() -> Driver:
     return InProcessDriver(ReferenceAdapter())
-
-
-class _DeclaringAs(ReferenceAdapter):
-    """The reference, declaring another implementation's options and capabilities.
-
-    Used only to replay an exported counterexample: its program was drawn where that
-    declaration and the reference's defaults give the same answers, so the reference's
-    behaviour is right under it, and the scenario (which assumes those options) must
-    apply and pass."""
-
-    def __init__(self, info: AdapterInfo) -> None:
-        super().__init__(
-            writes=info.format_writes or 1,
-            reads=tuple(sorted(info.format_reads)) or None,
-            revision=info.option("profile_v2_revision"),
-        )
-        self._as = info
-
-    def describe(self) -> AdapterInfo:
-        mine, theirs = super().describe(), self._as
-        return replace(
-            mine,
-            options=dict(theirs.options),
-            key_schema=theirs.key_schema,
-            raw_fold=theirs.raw_fold,
-            dtypes=theirs.dtypes,
-            uint_bits=theirs.uint_bits,
-        )
 
 
 def execute(driver: Driver, program: Program) -> list[Outcome]:
@@ -761,6 +735,7 @@ def _judge(
         return exc
     if mismatch is None:
         return None
+    mismatch = prop.refine(program, expected, actual, mismatch) if prop.refine else mismatch
     return Counterexample(prop.id, program, tuple(expected), tuple(actual), mismatch)
 
 
@@ -814,7 +789,7 @@ def export_counterexample(
         return replace(result, exported=path, export_note=f"WARNING: it does not load: {exc}")
     for case in cases:
         # the reference under the implementation's declaration (the scenario assumes it)
-        on_reference = run_case(case, InProcessDriver(_DeclaringAs(driver.info)))
+        on_reference = run_case(case, InProcessDriver(declared.DeclaringAs(driver.info)))
         on_adapter = run_case(case, driver)
         if on_reference.verdict != "passed":
             notes.append(f"WARNING: the reference does not pass it:\n{on_reference.report()}")

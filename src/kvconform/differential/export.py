@@ -33,13 +33,13 @@ from typing import Any, Protocol
 
 import yaml
 
+from kvconform.differential import prefix
 from kvconform.differential.compare import Mismatch, error_parts
 from kvconform.files import write_atomic
 from kvconform.protocol import operations as ops
 from kvconform.protocol.codec import geometry_to_wire, signature_to_wire
 from kvconform.rendering import clip, one_line
 from kvconform.values import (
-    OPTION_DECISIONS,
     OPTIONS,
     Fault,
     LayerDesc,
@@ -64,6 +64,7 @@ _CLASS_REQUIREMENT = {
     "plan": "PLAN-4",
     "signature": "SIG-2",
     "verify": "VERIFY-9",
+    "prefix_cache": "PREFIX-2",
 }
 
 
@@ -189,7 +190,7 @@ def scenario_document(
         f"Found by the generated differential check {origin} against {adapter}, and shrunk: "
         f"at step {step} ({verb}) {what}. Every expectation here is the reference's answer."
     )
-    decisions = sorted({OPTION_DECISIONS[r] for r in requires if r in OPTION_DECISIONS})
+    decisions = prefix.decisions(cls, requires)
     scenario = {
         "id": scenario_id,
         "title": f"Generated counterexample: {adapter} disagrees with the reference at step "
@@ -200,7 +201,11 @@ def scenario_document(
         # on states one of this specification's decisions (CONF-8).
         "basis": _FlowList(decisions) if decisions else "seed",
         "requires": _FlowList(requires),
-        **({"options": assumed} if (assumed := _assumed_options(options)) else {}),
+        **(
+            {"options": a}
+            if (a := prefix.assumed(_assumed_options(options), options, cx.program))
+            else {}
+        ),
         **_format_of(cx.program, block_format),
         "why": why,
         "steps": builder.steps,
@@ -233,12 +238,7 @@ def _assumed_options(options: Mapping[str, str] | None) -> dict[str, str]:
     return {
         name: value
         for name, value in sorted((options or {}).items())
-        if name in OPTIONS
-        and name != "replace_layer_order"
-        and value != OPTIONS[name].default
-        # the generated checks draw no prefix_cache operation (its table entries say why),
-        # so no counterexample rests on that class's options
-        and not name.startswith("prefix_")
+        if name in OPTIONS and name != "replace_layer_order" and value != OPTIONS[name].default
     }
 
 
@@ -690,7 +690,7 @@ def payload_args(payload: Sequence[LayerDesc]) -> dict[str, Any]:
 
 def _class_of(program: Sequence[ops.Op]) -> str:
     needs = {op.needs for op in program}
-    for cls in ("plan", "identity", "verify", "signature", "hash"):
+    for cls in ("prefix_cache", "plan", "identity", "verify", "signature", "hash"):
         if cls in needs:
             return cls
     return "identity"
@@ -701,7 +701,7 @@ def _area_of(cls: str, program: Sequence[ops.Op]) -> str:
     models = (ops.ModelNew, ops.ModelReload, ops.ModelSetHook, ops.ModelInstanceId)
     if cls == "identity" and not any(isinstance(op, models) for op in program):
         return "alloc"
-    return cls
+    return "prefix" if cls == "prefix_cache" else cls
 
 
 def _known_requirements(ids: Sequence[str]) -> list[str]:

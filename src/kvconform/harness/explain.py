@@ -140,9 +140,13 @@ def explain_generated(property_id: str) -> str:
     lines = [
         f"generated {case.id}: {case.title}",
         f"  class:    {case.cls}",
-        "  basis:    the reference's answers, judged by CONF-12 (ids and keys by relation, "
-        "errors by kind, field, layer and values); programs are drawn only where your "
-        "declared options and capabilities agree with the reference's defaults",
+        "  basis:    "
+        + (
+            case.basis
+            or "the reference's answers, judged by CONF-12 (ids and keys by relation, "
+            "errors by kind, field, layer and values); programs are drawn only where your "
+            "declared options and capabilities agree with the reference's defaults"
+        ),
         "",
         "Why: " + _wrap(case.why),
         "",

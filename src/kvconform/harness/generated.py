@@ -1,6 +1,6 @@
 """The generated differential checks as the harness knows them: one description each.
 
-``kvconform run --generated N`` adds three checks to the suite's cases. The harness
+``kvconform run --generated N`` adds four checks to the suite's cases. The harness
 lists, selects, gates and explains them like any case, by the description here: the
 id, the title, the class, the requirements it bears on and why it exists.
 :mod:`kvconform.differential` (which sits above the harness and needs Hypothesis) draws
@@ -22,6 +22,9 @@ class GeneratedCheck:
     cls: str
     requires: tuple[str, ...]
     why: str
+    #: What its expectations rest on, where it is not the reference under its defaults
+    #: with programs kept where the implementation's declarations agree with them.
+    basis: str = ""
 
 
 #: The generated checks, in the order they run.
@@ -53,6 +56,49 @@ CHECKS: tuple[GeneratedCheck, ...] = (
         "extended, false seq_len claims, lying or missing stamps and changed expectations "
         "(under version 2 also layouts, valid or not, partial blocks and split V widths): "
         "catches a check run out of order or a field compared wrongly.",
+    ),
+    GeneratedCheck(
+        id="generated.prefix",
+        title="Random stores and lookups of related requests reuse what the reference reuses",
+        cls="prefix_cache",
+        requires=(
+            "PREFIX-1",
+            "PREFIX-2",
+            "PREFIX-3",
+            "PREFIX-4",
+            "PREFIX-5",
+            "PREFIX-6",
+            "PREFIX-7",
+            "PREFIX-8",
+            "PREFIX-9",
+            "PREFIX-10",
+            "PREFIX-11",
+            "PREFIX-12",
+            "PREFIX-13",
+            "PREFIX-14",
+            "PREFIX-15",
+            "PREFIX-16",
+            "PREFIX-17",
+            "PREFIX-18",
+            "PREFIX-19",
+            "PREFIX-20",
+            "PREFIX-21",
+            "PREFIX-22",
+        ),
+        why="Requests drawn from earlier ones (copied, cut, extended, changed in one token; "
+        "media, embeddings, salts, user keys and adapters kept or changed, from vocabularies "
+        "small enough that prefixes, salts and adapter names collide), stored and looked up "
+        "at random block sizes in one or several prefix caches over a shared tier, adapters "
+        "reloaded under equal names, and runs of 512 distinct one-block requests: each "
+        "lookup's count is compared with the reference's, so a miss where the same prefix "
+        "and discriminants were stored (under-reuse, PREFIX-2) fails as surely as reuse "
+        "across a difference (over-reuse).",
+        basis="the reference's counts under your declared prefix options: under "
+        "prefix_partial: tokens the reference with blocks of one position, under "
+        "prefix_adapter_identity: content with loads of equal weights as one identity; the "
+        "programs stay where your other prefix options give the same answer (your block "
+        "size, no empty salt under refuse, caller ids that name the content under caller, "
+        "no equal weights in one process under instance, a tier only under shared)",
     ),
 )
 

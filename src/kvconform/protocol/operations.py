@@ -360,16 +360,6 @@ class SessionRebind(Op):
     cache: Handle
 
 
-#: Why the generated differential checks do not draw the operations of the class
-#: ``prefix_cache`` yet: random independent requests would almost never share a
-#: prefix, so they would judge misses only; the class needs a writer of its own that
-#: draws requests related to stored ones (issue 27), and until then its scenarios judge it.
-_PREFIX_NOT_GENERATED = (
-    "the class prefix_cache is judged by its scenarios until the generated checks draw "
-    "requests sharing prefixes with stored ones (independent ones would judge only misses)"
-)
-
-
 @dataclass(frozen=True)
 class PrefixNew(Op):
     """A prefix cache: one engine process's store of computed blocks (PREFIX-6).
@@ -381,7 +371,6 @@ class PrefixNew(Op):
     name: ClassVar[str] = "prefix_new"
     needs: ClassVar[str] = "prefix_cache"
     cites: ClassVar[tuple[str, ...]] = ("PREFIX-6",)
-    not_generated: ClassVar[str] = _PREFIX_NOT_GENERATED
     handle: NewHandle
     block_size: int
     model: str
@@ -397,7 +386,6 @@ class TierNew(Op):
     name: ClassVar[str] = "tier_new"
     needs: ClassVar[str] = "prefix_cache"
     cites: ClassVar[tuple[str, ...]] = ("PREFIX-21",)
-    not_generated: ClassVar[str] = _PREFIX_NOT_GENERATED
     handle: NewHandle
     storage: str | None = dataclasses.field(default=None, metadata=ADDED)
 
@@ -410,7 +398,6 @@ class PrefixAttach(Op):
     name: ClassVar[str] = "prefix_attach"
     needs: ClassVar[str] = "prefix_cache"
     cites: ClassVar[tuple[str, ...]] = ("PREFIX-21", "PREFIX-22")
-    not_generated: ClassVar[str] = _PREFIX_NOT_GENERATED
     prefix: Handle
     tier: Handle
 
@@ -425,7 +412,6 @@ class LoraLoad(Op):
     name: ClassVar[str] = "lora_load"
     needs: ClassVar[str] = "prefix_cache"
     cites: ClassVar[tuple[str, ...]] = ("PREFIX-8",)
-    not_generated: ClassVar[str] = _PREFIX_NOT_GENERATED
     handle: NewHandle
     prefix: Handle
     adapter_name: str
@@ -440,7 +426,6 @@ class RequestNew(Op):
     name: ClassVar[str] = "request_new"
     needs: ClassVar[str] = "prefix_cache"
     cites: ClassVar[tuple[str, ...]] = ("PREFIX-14",)
-    not_generated: ClassVar[str] = _PREFIX_NOT_GENERATED
     handle: NewHandle
     tokens: str
     salt: str | None = None
@@ -454,7 +439,6 @@ class RequestLora(Op):
     name: ClassVar[str] = "request_lora"
     needs: ClassVar[str] = "prefix_cache"
     cites: ClassVar[tuple[str, ...]] = ("PREFIX-7",)
-    not_generated: ClassVar[str] = _PREFIX_NOT_GENERATED
     request: Handle
     lora: Handle
 
@@ -470,7 +454,6 @@ class RequestMedia(Op):
     name: ClassVar[str] = "request_media"
     needs: ClassVar[str] = "prefix_cache"
     cites: ClassVar[tuple[str, ...]] = ("PREFIX-9", "PREFIX-10")
-    not_generated: ClassVar[str] = _PREFIX_NOT_GENERATED
     request: Handle
     start: int
     length: int
@@ -488,7 +471,6 @@ class RequestEmbeds(Op):
     name: ClassVar[str] = "request_embeds"
     needs: ClassVar[str] = "prefix_cache"
     cites: ClassVar[tuple[str, ...]] = ("PREFIX-17",)
-    not_generated: ClassVar[str] = _PREFIX_NOT_GENERATED
     request: Handle
     start: int
     length: int
@@ -502,7 +484,6 @@ class PrefixStore(Op):
     name: ClassVar[str] = "prefix_store"
     needs: ClassVar[str] = "prefix_cache"
     cites: ClassVar[tuple[str, ...]] = ("PREFIX-18",)
-    not_generated: ClassVar[str] = _PREFIX_NOT_GENERATED
     prefix: Handle
     request: Handle
 
@@ -515,7 +496,6 @@ class PrefixLookup(Op):
     needs: ClassVar[str] = "prefix_cache"
     result: ClassVar[ResultKind] = "count"
     cites: ClassVar[tuple[str, ...]] = ("PREFIX-1", "PREFIX-2", "PREFIX-3")
-    not_generated: ClassVar[str] = _PREFIX_NOT_GENERATED
     prefix: Handle
     request: Handle
 

@@ -38,6 +38,9 @@ one (this package names every public writer, for ``strategies.X``):
   (every other operation of a declared class, from its table entry), :mod:`.keys` (the
   rules in their fixed order, the stories that cross classes).
 - :mod:`.hash` -- mix programs (:func:`hash_program_list`).
+- :mod:`.prefix` (with :mod:`.prefix_scope`) -- stores and lookups of related requests, the
+  class ``prefix_cache``
+  (:func:`prefix_program`, :class:`PrefixScope`).
 - :mod:`.signature` (blocks, payload faults, lying stamps, measures and stamps),
   :mod:`.profile_v2` (version-2 blocks and layouts), :mod:`.verify` (verifications, and
   :func:`block_program`).
@@ -64,6 +67,13 @@ from kvconform.differential.strategies.identity import IdentityRules
 from kvconform.differential.strategies.keys import KeyBuilder, key_program, key_programs
 from kvconform.differential.strategies.plan import PlanRules, ids, plan_id, vary_identity
 from kvconform.differential.strategies.plan_validity import ValidityRules
+from kvconform.differential.strategies.prefix import (
+    PrefixBuilder,
+    prefix_program,
+    prefix_programs,
+    prefix_writer,
+)
+from kvconform.differential.strategies.prefix_scope import PrefixScope
 from kvconform.differential.strategies.profile_v2 import (
     coherent_block_v2,
     layout_lie,
@@ -158,6 +168,8 @@ __all__ = [
     "KeyState",
     "Overrun",
     "PlanRules",
+    "PrefixBuilder",
+    "PrefixScope",
     "RandomSource",
     "RecordedSource",
     "ReplaySource",
@@ -212,6 +224,9 @@ __all__ = [
     "payload_fault",
     "pick",
     "plan_id",
+    "prefix_program",
+    "prefix_programs",
+    "prefix_writer",
     "respell",
     "schema_spec",
     "schema_specs",

@@ -14,7 +14,7 @@ from kvconform.protocol import operations as ops
 from kvconform.protocol.operations import OpSpec
 
 #: Every operation a property's writer draws by a rule of its own: the key-state
-#: machine's rules above, the hash programs and the block programs.
+#: machine's rules above, the hash programs, the block programs and the prefix programs.
 DRAWN_BY_WRITERS = frozenset(
     {
         "model_new",
@@ -36,6 +36,16 @@ DRAWN_BY_WRITERS = frozenset(
         "measure",
         "stamp",
         "verify",
+        "prefix_new",
+        "tier_new",
+        "prefix_attach",
+        "lora_load",
+        "request_new",
+        "request_lora",
+        "request_media",
+        "request_embeds",
+        "prefix_store",
+        "prefix_lookup",
     }
 )
 

@@ -1,0 +1,126 @@
+"""The reference under an implementation's declaration.
+
+The reference (``kvconform_reference``) answers every option by its default. The
+generated programs stay where an implementation's declaration gives the same answers,
+with two exceptions of the class ``prefix_cache``, where the reference gives another
+declaration's answers by being asked differently, without a line of reuse logic here:
+
+- ``prefix_partial: tokens`` (PREFIX-5): a position is reused exactly when it was
+  computed for the same tokens and discriminants after the same prefix, which is the
+  reference's whole-block rule with blocks of one position: :class:`DeclaredReference`
+  makes every prefix cache with block size 1.
+- ``prefix_adapter_identity: content`` (PREFIX-8): loads of equal weights are one
+  identity, which is the reference's instance rule with a second load of equal weights
+  in a process answered by the first instance.
+
+:class:`DeclaringAs` is the same reference describing itself as another implementation,
+to replay an exported counterexample under that implementation's declaration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from kvconform_reference import prefix
+
+from kvconform.adapters.reference import ReferenceAdapter
+from kvconform.protocol.driver import Driver, InProcessDriver
+from kvconform.values import OPTIONS, AdapterInfo
+
+
+def _option(options: Mapping[str, str], name: str) -> str:
+    return options.get(name, OPTIONS[name].default)
+
+
+@dataclass
+class _DeclaredCache(prefix.PrefixCache):
+    """A reference prefix cache that remembers its process's adapter loads by weights."""
+
+    loads: dict[str, prefix.Adapter] = field(default_factory=dict)
+
+
+class DeclaredReference(ReferenceAdapter):
+    """The reference answering as an implementation declaring ``options`` would have to
+    (for ``prefix_partial`` and ``prefix_adapter_identity``; see the module)."""
+
+    def __init__(
+        self,
+        options: Mapping[str, str] | None = None,
+        writes: int = 1,
+        reads: tuple[int, ...] | None = None,
+        revision: str = "split_width",
+    ) -> None:
+        super().__init__(writes=writes, reads=reads, revision=revision)
+        declared = options or {}
+        self.unit_blocks = _option(declared, "prefix_partial") == "tokens"
+        self.content_adapters = _option(declared, "prefix_adapter_identity") == "content"
+
+    def prefix_new(
+        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+    ) -> prefix.PrefixCache:
+        size = 1 if self.unit_blocks else block_size
+        return _DeclaredCache(size, prefix.EngineConfig(model_name, kv_dtype, layout, shard))
+
+    def lora_load(
+        self, cache: prefix.PrefixCache, adapter_name: str, weights: str
+    ) -> prefix.Adapter:
+        if not self.content_adapters or not isinstance(cache, _DeclaredCache):
+            return super().lora_load(cache, adapter_name, weights)
+        known = cache.loads.get(weights)
+        if known is None:
+            known = cache.loads[weights] = super().lora_load(cache, adapter_name, weights)
+        return known
+
+
+def declares_otherwise(info: AdapterInfo) -> bool:
+    """Whether the implementation's prefix answers differ from the reference's defaults."""
+    return (
+        info.option("prefix_partial") == "tokens"
+        or info.option("prefix_adapter_identity") == "content"
+    )
+
+
+def reference_for(info: AdapterInfo) -> Driver | None:
+    """The reference under the implementation's prefix declaration, when it is not the
+    default one (and the implementation's format declaration, so that nothing else
+    changes)."""
+    if not declares_otherwise(info):
+        return None
+    return InProcessDriver(
+        DeclaredReference(
+            info.options,
+            writes=info.format_writes or 1,
+            reads=tuple(sorted(info.format_reads)) or None,
+            revision=info.option("profile_v2_revision"),
+        )
+    )
+
+
+class DeclaringAs(DeclaredReference):
+    """The reference, declaring another implementation's options and capabilities.
+
+    Used only to replay an exported counterexample: its program was drawn where that
+    declaration and the reference's defaults give the same answers (or the reference's
+    answers under the declaration, above), so the reference's behaviour is right under
+    it, and the scenario (which assumes those options) must apply and pass."""
+
+    def __init__(self, info: AdapterInfo) -> None:
+        super().__init__(
+            info.options,
+            writes=info.format_writes or 1,
+            reads=tuple(sorted(info.format_reads)) or None,
+            revision=info.option("profile_v2_revision"),
+        )
+        self._as = info
+
+    def describe(self) -> AdapterInfo:
+        mine, theirs = super().describe(), self._as
+        return replace(
+            mine,
+            options=dict(theirs.options),
+            key_schema=theirs.key_schema,
+            raw_fold=theirs.raw_fold,
+            dtypes=theirs.dtypes,
+            uint_bits=theirs.uint_bits,
+        )
