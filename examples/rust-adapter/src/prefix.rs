@@ -25,6 +25,7 @@ mod options;
 mod record;
 #[cfg(test)]
 mod tests;
+mod tier;
 
 pub use options::{
     named, AdapterIdentity, Choices, EmptySalt, MediaIdentity, Options, Partial, SaltScope,
@@ -218,8 +219,9 @@ pub struct Engine {
 }
 
 /// A shared tier: storage outside every process, holding block ids. One
-/// tier is shared by every prefix cache attached to it.
-pub type Tier = Rc<RefCell<HashSet<BlockId>>>;
+/// tier is shared by every prefix cache attached to it (`prefix/tier.rs`).
+pub type Tier = Rc<RefCell<SharedTier>>;
+pub use tier::SharedTier;
 
 /// Which identities a chain is computed with.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -264,14 +266,15 @@ impl PrefixCache {
 
     /// Hold every checkpoint of a computed request, and write them to the
     /// tier if one is attached. Store and lookup name them with the same
-    /// function (PREFIX-18).
-    pub fn store(&mut self, request: &Request) {
+    /// function (PREFIX-18). Fails only where the tier's storage cannot be written.
+    pub fn store(&mut self, request: &Request) -> Result<(), String> {
         let ids = self.checkpoints(request, Scope::Memory);
         self.held.extend(ids.into_iter().map(|(_, id)| id));
         if let Some(tier) = &self.tier {
             let ids = self.checkpoints(request, Scope::Shared);
-            tier.borrow_mut().extend(ids.into_iter().map(|(_, id)| id));
+            tier.borrow_mut().write(ids.into_iter().map(|(_, id)| id))?;
         }
+        Ok(())
     }
 
     /// How many leading positions of `request` this cache would reuse

@@ -2,9 +2,12 @@
 //! their fields and binding what they make to handles. The rules live in
 //! `prefix.rs`; this file only translates.
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use super::{count, field, ok_null, text, Adapter, Object, Outcome, Reply};
 use crate::json::Json;
-use crate::prefix::{EmptySalt, Engine, Lora, PrefixCache, Request, Span, Tier};
+use crate::prefix::{EmptySalt, Engine, Lora, PrefixCache, Request, SharedTier, Span, Tier};
 
 /// The operations this file answers.
 pub const OPS: [&str; 10] = [
@@ -56,7 +59,10 @@ impl Adapter {
                 ok_null()
             }
             "tier_new" => {
-                self.bind_prefix(text(r, op, "handle")?, PrefixObject::Tier(Tier::default()));
+                let tier = SharedTier::open(optional_text(r, op, "storage")?)
+                    .map_err(|e| format!("tier_new.{e}"))?;
+                let tier: Tier = Rc::new(RefCell::new(tier));
+                self.bind_prefix(text(r, op, "handle")?, PrefixObject::Tier(tier));
                 ok_null()
             }
             "prefix_attach" => {
@@ -123,7 +129,7 @@ impl Adapter {
                 let request = self.request(text(r, op, "request")?)?.clone();
                 let cache = self.prefix_cache(text(r, op, "prefix")?)?;
                 if op == "prefix_store" {
-                    cache.store(&request);
+                    cache.store(&request)?;
                     ok_null()
                 } else {
                     Ok(Reply::Ok(Json::from(cache.lookup(&request))))
