@@ -54,6 +54,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return env_dir
 
 
+@pytest.mark.xdist_group("packaging-wheel")
 def test_the_wheel_runs_the_whole_suite_from_an_unrelated_directory(
     installed: Path, tmp_path: Path
 ) -> None:
@@ -68,6 +69,7 @@ def test_the_wheel_runs_the_whole_suite_from_an_unrelated_directory(
     assert (elsewhere / "report.json").is_file()
 
 
+@pytest.mark.xdist_group("packaging-wheel")
 def test_the_wheel_installs_no_top_level_reference_or_conformance(
     installed: Path, tmp_path: Path
 ) -> None:

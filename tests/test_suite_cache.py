@@ -87,6 +87,7 @@ def test_without_xdg_cache_home_it_is_under_the_home_folder(
     assert cache.cache_dir() == tmp_path / ".cache" / "kvconform"
 
 
+@pytest.mark.xdist_group("suite-cache-fresh-load")
 def test_a_current_entry_gives_exactly_the_cases_of_a_full_load(
     fresh: tuple[Case, ...], private_cache: Path
 ) -> None:
@@ -102,6 +103,7 @@ def test_a_current_entry_gives_exactly_the_cases_of_a_full_load(
     assert [c.id for c in second] == [c.id for c in fresh]
 
 
+@pytest.mark.xdist_group("suite-cache-fresh-load")
 def test_suite_all_cases_goes_through_the_cache(
     fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -118,6 +120,7 @@ def test_suite_all_cases_goes_through_the_cache(
     assert canonical(cached) == canonical(fresh)
 
 
+@pytest.mark.xdist_group("suite-cache-fresh-load")
 def test_an_entry_for_another_digest_is_not_used(
     fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -186,6 +189,7 @@ def _corruptions() -> list[tuple[str, Callable[[bytes], bytes]]]:
 
 
 @pytest.mark.parametrize("name, corrupt", _corruptions(), ids=[n for n, _ in _corruptions()])
+@pytest.mark.xdist_group("suite-cache-fresh-load")
 def test_a_corrupt_entry_falls_back_silently_to_the_same_cases(
     fresh: tuple[Case, ...], name: str, corrupt: Callable[[bytes], bytes]
 ) -> None:
@@ -237,6 +241,7 @@ def record_call(*args: object) -> tuple[Case, ...]:
         pytest.param(lambda: pickle.dumps(("a case id",)), id="a tuple of strings"),
     ],
 )
+@pytest.mark.xdist_group("suite-cache-fresh-load")
 def test_a_hostile_or_foreign_entry_with_a_valid_checksum_runs_nothing(
     fresh: tuple[Case, ...], payload: Callable[[], bytes]
 ) -> None:
@@ -267,6 +272,7 @@ def test_the_unpickler_admits_only_data_classes_of_kvconform() -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+@pytest.mark.xdist_group("suite-cache-fresh-load")
 def test_an_entry_others_can_write_is_not_used(fresh: tuple[Case, ...]) -> None:
     build = Counting(fresh)
     cache.cached_cases(build)
@@ -275,6 +281,7 @@ def test_an_entry_others_can_write_is_not_used(fresh: tuple[Case, ...]) -> None:
     assert build.calls == 2
 
 
+@pytest.mark.xdist_group("suite-cache-fresh-load")
 def test_an_unwritable_cache_folder_is_ignored(
     fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -296,6 +303,7 @@ def test_a_load_that_fails_is_raised_and_never_cached(private_cache: Path) -> No
     assert not private_cache.exists() or not any(private_cache.iterdir())
 
 
+@pytest.mark.xdist_group("suite-cache-fresh-load")
 def test_files_that_change_during_the_load_are_not_cached(
     fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch, private_cache: Path
 ) -> None:
@@ -310,6 +318,7 @@ def test_files_that_change_during_the_load_are_not_cached(
     assert not cache.entry_path().exists()
 
 
+@pytest.mark.xdist_group("suite-cache-fresh-load")
 def test_the_cache_can_be_disabled_by_the_environment(
     fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch, private_cache: Path
 ) -> None:
@@ -324,6 +333,7 @@ def test_the_cache_can_be_disabled_by_the_environment(
     assert cache.enabled()
 
 
+@pytest.mark.xdist_group("suite-cache-fresh-load")
 def test_the_cache_can_be_disabled_on_the_command_line(
     fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch, private_cache: Path
 ) -> None:
