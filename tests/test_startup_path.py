@@ -30,7 +30,7 @@ from kvconform.harness.checks import Succeeds, ValueIs
 from kvconform.harness.scenario import Case
 from kvconform.reports import untrusted
 from kvconform.values import Fault, Geometry, MixOp
-from tests.test_suite_cache import canonical
+from tests.test_suite_cache import canonical, known
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +43,7 @@ def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture(scope="module")
 def fresh() -> tuple[Case, ...]:
-    return suite.load_all_cases()
+    return known(suite.load_all_cases())
 
 
 def _objects(root: object) -> dict[int, object]:

@@ -30,27 +30,45 @@ from kvconform.harness.yamlsource import SourceError
 pytestmark = pytest.mark.covers("CONF-3")
 
 
+#: The canonical form of a case tree a module fixture holds for the whole module (frozen
+#: dataclasses of tuples: it cannot change), by identity, with the tree itself kept alive.
+_KNOWN: dict[int, tuple[object, object]] = {}
+
+
+def known(cases: tuple[Case, ...]) -> tuple[Case, ...]:
+    """``cases``, whose canonical form is then computed once instead of at every comparison."""
+    _KNOWN[id(cases)] = (cases, _canonical(cases))
+    return cases
+
+
 def canonical(value: object) -> object:
     """A form that compares equal exactly when two case trees are the same, NaN bits included."""
+    held = _KNOWN.get(id(value))
+    if held is not None and held[0] is value:
+        return held[1]
+    return _canonical(value)
+
+
+def _canonical(value: object) -> object:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return (
             type(value).__module__,
             type(value).__qualname__,
-            tuple((f.name, canonical(getattr(value, f.name))) for f in dataclasses.fields(value)),
+            tuple((f.name, _canonical(getattr(value, f.name))) for f in dataclasses.fields(value)),
         )
     if isinstance(value, float):
         return ("float", struct.pack("<d", value))
     if isinstance(value, (tuple, list)):
-        return (type(value).__name__, tuple(canonical(v) for v in value))
+        return (type(value).__name__, tuple(_canonical(v) for v in value))
     if isinstance(value, dict):
-        return ("dict", tuple((canonical(k), canonical(v)) for k, v in value.items()))
+        return ("dict", tuple((_canonical(k), _canonical(v)) for k, v in value.items()))
     return (type(value).__name__, value)
 
 
 @pytest.fixture(scope="module")
 def fresh() -> tuple[Case, ...]:
     """The suite loaded in full, once for this module."""
-    return suite.load_all_cases()
+    return known(suite.load_all_cases())
 
 
 @pytest.fixture(autouse=True)
