@@ -176,6 +176,7 @@ def test_every_class_can_be_selected(cls: str) -> None:
     assert lines and all(line.split()[1] == cls for line in lines)
 
 
+@pytest.mark.xdist_group("cli-mutant-reports")
 def test_the_json_report_is_valid_and_complete(mutant_reports: Path) -> None:
     data = json.loads((mutant_reports / "report.json").read_text())
     validate(Document("report.json", data, {}), "report")
@@ -189,6 +190,7 @@ def test_the_json_report_is_valid_and_complete(mutant_reports: Path) -> None:
     assert data["requirements"]["SIG-2"]["verdict"] == "passed"
 
 
+@pytest.mark.xdist_group("cli-mutant-reports")
 def test_the_junit_report_counts_match(mutant_reports: Path) -> None:
     data = json.loads((mutant_reports / "report.json").read_text())
     root = ET.parse(mutant_reports / "report.xml").getroot()
@@ -199,6 +201,7 @@ def test_the_junit_report_counts_match(mutant_reports: Path) -> None:
     assert any("ALLOC-5" in (f.text or "") for f in failures)
 
 
+@pytest.mark.xdist_group("cli-mutant-reports")
 def test_the_markdown_summary_names_the_failures(mutant_reports: Path) -> None:
     text = (mutant_reports / "summary.md").read_text()
     assert "NOT conformant" in text
@@ -220,6 +223,7 @@ class _Tables(HTMLParser):
             self.cells.append(attributes)
 
 
+@pytest.mark.xdist_group("cli-mutant-reports")
 def test_compare_renders_a_matrix_with_links_to_failing_cases(
     mutant_reports: Path, tmp_path: Path
 ) -> None:
@@ -240,6 +244,7 @@ def test_compare_renders_a_matrix_with_links_to_failing_cases(
     assert "impl1-ALLOC-5" in page.ids
 
 
+@pytest.mark.xdist_group("cli-mutant-reports")
 def test_compare_tells_apart_runs_of_one_version_and_warns_of_other_suites(
     mutant_reports: Path, tmp_path: Path
 ) -> None:
@@ -269,6 +274,7 @@ def _expectations(path: Path, ids: list[str]) -> Path:
     return path
 
 
+@pytest.mark.xdist_group("cli-mutant-reports")
 def test_expectations_gate_both_directions(mutant_reports: Path, tmp_path: Path) -> None:
     data = json.loads((mutant_reports / "report.json").read_text())
     failing = sorted(r["id"] for r in data["results"] if r["verdict"] == "failed")
@@ -345,6 +351,7 @@ def test_a_generated_property_may_be_listed_and_is_unchecked_without_generated(
     assert "generated.hash, verify.v2.round-trip" in out
 
 
+@pytest.mark.xdist_group("cli-mutant-reports")
 def test_junit_agrees_with_the_gate(mutant_reports: Path, tmp_path: Path) -> None:
     """Under an expectations file an expected failure is skipped and a stale entry is a
     failure, so a CI test tab agrees with the exit status."""
@@ -404,6 +411,7 @@ def test_the_shipped_manifest_is_current() -> None:
     assert manifest.main(["--check"]) == 0, "run python -m kvconform.harness.manifest"
 
 
+@pytest.mark.xdist_group("cli-mutant-reports")
 def test_html_report_renders_in_a_real_browser(mutant_reports: Path, tmp_path: Path) -> None:
     import shutil
     import subprocess

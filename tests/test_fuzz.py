@@ -139,6 +139,7 @@ def base_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @FUZZ
 @given(st.text(max_size=60), st.text(max_size=60), st.text(max_size=60))
+@pytest.mark.xdist_group("fuzz-base-report")
 def test_any_adapter_text_in_every_report(
     base_report: dict[str, Any], name: str, failure: str, reason: str
 ) -> None:

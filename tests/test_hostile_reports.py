@@ -44,6 +44,7 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, str
     return status, _text(out), _text(err), directory
 
 
+@pytest.mark.xdist_group("hostile-reports-run")
 def test_the_run_reaches_its_verdict_and_writes_every_report(
     hostile_run: tuple[int, str, str, Path],
 ) -> None:
@@ -53,6 +54,7 @@ def test_the_run_reaches_its_verdict_and_writes_every_report(
         assert (directory / name).stat().st_size > 0, name
 
 
+@pytest.mark.xdist_group("hostile-reports-run")
 def test_the_console_shows_no_control_sequence(hostile_run: tuple[int, str, str, Path]) -> None:
     _, out, err, _ = hostile_run
     for text in (out, err):
@@ -60,6 +62,7 @@ def test_the_console_shows_no_control_sequence(hostile_run: tuple[int, str, str,
     assert "\\x1b" in out + err  # shown, as an escape
 
 
+@pytest.mark.xdist_group("hostile-reports-run")
 def test_junit_is_well_formed_xml_with_the_text_escaped(
     hostile_run: tuple[int, str, str, Path],
 ) -> None:
@@ -71,6 +74,7 @@ def test_junit_is_well_formed_xml_with_the_text_escaped(
     assert not RAW_CONTROL.search(path.read_text(encoding="utf-8"))
 
 
+@pytest.mark.xdist_group("hostile-reports-run")
 def test_the_markdown_summary_cannot_be_spoofed(hostile_run: tuple[int, str, str, Path]) -> None:
     text = (hostile_run[3] / "summary.md").read_text(encoding="utf-8")
     lines = text.splitlines()
@@ -85,6 +89,7 @@ def test_the_markdown_summary_cannot_be_spoofed(hostile_run: tuple[int, str, str
     assert not RAW_CONTROL.search(text)
 
 
+@pytest.mark.xdist_group("hostile-reports-run")
 def test_the_html_report_shows_the_text_and_runs_nothing(
     hostile_run: tuple[int, str, str, Path],
 ) -> None:
@@ -94,6 +99,7 @@ def test_the_html_report_shows_the_text_and_runs_nothing(
     HTMLParser().feed(text)
 
 
+@pytest.mark.xdist_group("hostile-reports-run")
 def test_compare_reads_the_json_report_back(
     hostile_run: tuple[int, str, str, Path], tmp_path: Path
 ) -> None:

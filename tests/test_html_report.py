@@ -116,6 +116,7 @@ def _sections(page: str) -> dict[str, str]:
 # The page, as text -------------------------------------------------------------------
 
 
+@pytest.mark.xdist_group("html-report")
 def test_failures_come_before_the_passing_cases(report: dict[str, Any], page: str) -> None:
     failures = page.index('<h2 id="failures">')
     assert f'<h2 id="failures">Failures ({report["summary"]["failed"]})</h2>' in page
@@ -126,6 +127,7 @@ def test_failures_come_before_the_passing_cases(report: dict[str, Any], page: st
     assert page.index("<h1>") < page.index('<p class="meta">') < failures
 
 
+@pytest.mark.xdist_group("html-report")
 def test_failures_are_grouped_by_requirement_with_its_text(
     report: dict[str, Any], page: str
 ) -> None:
@@ -147,6 +149,7 @@ def test_failures_are_grouped_by_requirement_with_its_text(
     assert f"On a decision of the specification (policy): {by['decision']}</h3>" in page
 
 
+@pytest.mark.xdist_group("html-report")
 def test_each_failure_opens_to_its_text_and_the_commands_for_it(
     report: dict[str, Any], page: str
 ) -> None:
@@ -165,6 +168,7 @@ def test_each_failure_opens_to_its_text_and_the_commands_for_it(
         assert f"kvconform run --id {r['id']} --adapter-cmd" in html.unescape(explained)
 
 
+@pytest.mark.xdist_group("html-report")
 def test_every_case_is_listed_by_area_collapsed(report: dict[str, Any], page: str) -> None:
     areas = Counter(r["area"] for r in report["results"])
     assert page.count('<details class="area" data-group>') == len(areas)
@@ -178,6 +182,7 @@ def test_every_case_is_listed_by_area_collapsed(report: dict[str, Any], page: st
         assert f'<a href="#case-{r["id"]}"><code>{r["id"]}</code></a>' in page
 
 
+@pytest.mark.xdist_group("html-report")
 def test_the_filter_needs_its_script_and_hides_nothing_without_it(
     report: dict[str, Any], page: str
 ) -> None:
@@ -208,6 +213,7 @@ def test_the_filter_needs_its_script_and_hides_nothing_without_it(
     assert "default-src 'none'" in policy
 
 
+@pytest.mark.xdist_group("html-report")
 def test_existing_content_and_anchors_stay(report: dict[str, Any], page: str) -> None:
     s = report["summary"]
     assert f"{s['passed']} passed, {s['failed']} failed" in page
@@ -287,6 +293,7 @@ def _hidden_ids(dom: _Elements) -> list[str]:
     return [str(a.get("id") or a.get("data-class")) for _, a in dom.with_attribute("hidden")]
 
 
+@pytest.mark.xdist_group("html-report")
 def test_the_page_renders_in_headless_chromium(
     report: dict[str, Any], page: str, tmp_path: Path
 ) -> None:
@@ -309,6 +316,7 @@ def test_the_page_renders_in_headless_chromium(
     assert opened == [target]  # a failure linked to opens
 
 
+@pytest.mark.xdist_group("html-report")
 def test_the_filter_hides_what_is_unticked(
     report: dict[str, Any], page: str, tmp_path: Path
 ) -> None:

@@ -17,7 +17,7 @@ Each mutant's suite run is done once per session and shared by both tests.
 Hash-only programs (the known-answer vectors, among them four 1 MiB folds)
 are pure functions of the hasher, so an adapter whose ``hash`` *is* the
 reference adapter's gets the reference's outcomes for them from a memo
-instead of folding the same megabytes again.
+(tests/hash_memo.py) instead of folding the same megabytes again.
 """
 
 from __future__ import annotations
@@ -33,10 +33,8 @@ from kvconform.adapters import reference as reference_adapters
 from kvconform.adapters.reference import ReferenceAdapter
 from kvconform.harness import suite
 from kvconform.harness.runner import CaseResult, run_cases
-from kvconform.protocol import operations as ops
 from kvconform.protocol.adapter import Adapter
-from kvconform.protocol.driver import InProcessDriver
-from kvconform.values import Outcome
+from tests.hash_memo import MemoDriver
 from tests.mutants import MODULES, Mutant, all_mutants
 from tests.mutants._kit import KIT_ADAPTERS
 from tests.verdicts import not_passing
@@ -51,30 +49,6 @@ GROUPS = ("HASH", "ID", "ALLOC", "PLAN", "SIG", "PROF", "VERIFY", "ERR", "SEC", 
 
 
 # --- running ------------------------------------------------------------------
-
-_HASH_MEMO: dict[tuple[ops.Op, ...], list[Outcome]] = {}
-
-
-class MemoDriver(InProcessDriver):
-    """An in-process driver that reuses the reference's results for hash-only programs.
-
-    Only when the adapter's ``hash`` is the reference adapter's own function:
-    then its results for a program made only of ``hash`` operations are
-    exactly the reference's, and folding the vectors again proves nothing.
-    """
-
-    def __init__(self, adapter: Adapter) -> None:
-        super().__init__(adapter)
-        self._memo = type(adapter).hash is ReferenceAdapter.hash  # type: ignore[attr-defined]
-
-    def run(self, program: Sequence[ops.Op]) -> list[Outcome]:
-        if not (self._memo and program and all(isinstance(op, ops.Hash) for op in program)):
-            return super().run(program)
-        key = tuple(program)
-        if key not in _HASH_MEMO:
-            _HASH_MEMO[key] = InProcessDriver(ReferenceAdapter()).run(program)
-        return list(_HASH_MEMO[key])
-
 
 _RESULTS: dict[str, list[CaseResult]] = {}
 

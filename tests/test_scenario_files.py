@@ -5,6 +5,7 @@ And the pytest plugin shows a failing case the way a user needs to read it.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -148,7 +149,13 @@ def test_yaml_is_read_with_the_safe_loader_only(tmp_path: Path) -> None:
         load_scenario_file(path)
 
 
-def test_the_plugin_reports_a_failing_case_with_everything_a_reader_needs() -> None:
+def _importing_tests() -> dict[str, str]:
+    """The environment, with the checkout importable (the adapters named are in tests/)."""
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def test_the_plugin_reports_a_failing_case_with_everything_a_reader_needs(tmp_path: Path) -> None:
     result = subprocess.run(
         [
             sys.executable,
@@ -162,12 +169,13 @@ def test_the_plugin_reports_a_failing_case_with_everything_a_reader_needs() -> N
             "tests.mutants.corpus:TruncateRemints",
             "-k",
             "alloc.rewind.keeps-alloc-id",
-            "--rootdir",
-            str(REPO),
             "-c",
             "/dev/null",
         ],
-        cwd=REPO,
+        # from a folder of its own, as a user runs it: what it collects is the installed
+        # suite (run from the checkout, it would also import every test module here)
+        cwd=tmp_path,
+        env=_importing_tests(),
         capture_output=True,
         text=True,
         timeout=300,
@@ -180,7 +188,7 @@ def test_the_plugin_reports_a_failing_case_with_everything_a_reader_needs() -> N
     assert "1 failed" in out
 
 
-def test_the_plugin_skips_undeclared_classes_with_the_reason() -> None:
+def test_the_plugin_skips_undeclared_classes_with_the_reason(tmp_path: Path) -> None:
     result = subprocess.run(
         [
             sys.executable,
@@ -195,12 +203,13 @@ def test_the_plugin_skips_undeclared_classes_with_the_reason() -> None:
             "tests.fixtures.hash_only_adapter:HashOnly",
             "-k",
             "alloc.rewind",
-            "--rootdir",
-            str(REPO),
             "-c",
             "/dev/null",
         ],
-        cwd=REPO,
+        # from a folder of its own, as a user runs it: what it collects is the installed
+        # suite (run from the checkout, it would also import every test module here)
+        cwd=tmp_path,
+        env=_importing_tests(),
         capture_output=True,
         text=True,
         timeout=300,

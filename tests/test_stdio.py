@@ -8,6 +8,7 @@ are hang guards, not performance assertions.
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import os
@@ -67,12 +68,18 @@ class SuiteRun:
     protocol: int
 
 
+@functools.cache
+def _whole_suite_in_process() -> list[CaseResult]:
+    """The in-process verdicts both protocol versions are held to: one run, read by both."""
+    return in_process_results(suite.all_cases())
+
+
 @pytest.fixture(scope="module", params=[1, 2], ids=["protocol-1", "protocol-2"])
 def suite_run(request: pytest.FixtureRequest) -> SuiteRun:
     """The whole suite over stdio in each protocol version: protocol 1 offered alone, and
     the negotiation, which settles on 2 with the reference server (PROTO-32, PROTO-33)."""
     cases = suite.all_cases()
-    expected = in_process_results(cases)
+    expected = _whole_suite_in_process()
     traffic: list[tuple[str, bytes]] = []
     driver = StdioDriver(
         SERVE,
@@ -97,6 +104,7 @@ def suite_run(request: pytest.FixtureRequest) -> SuiteRun:
     "PROTO-1", "PROTO-4", "PROTO-5", "PROTO-6", "PROTO-7", "PROTO-10", "PROTO-14",
     "PROTO-15", "PROTO-16", "PROTO-17", "PROTO-18", "PROTO-19", "PROTO-21", "PROTO-34",
 )  # fmt: skip
+@pytest.mark.xdist_group("stdio-suite-run")
 def test_whole_suite_over_stdio_gives_the_in_process_verdicts(suite_run: SuiteRun) -> None:
     assert len(suite_run.over_stdio) == len(suite_run.in_process) == len(suite.all_cases())
     different = [
@@ -108,6 +116,7 @@ def test_whole_suite_over_stdio_gives_the_in_process_verdicts(suite_run: SuiteRu
 
 
 @pytest.mark.covers("PROTO-24")
+@pytest.mark.xdist_group("stdio-suite-run")
 def test_the_reference_server_exits_zero_after_shutdown(suite_run: SuiteRun) -> None:
     assert suite_run.exit_status == 0
     sent = [json.loads(line) for direction, line in suite_run.traffic if direction == "send"]
@@ -123,6 +132,7 @@ def _result_validator(op: str, protocol: int = 1) -> jsonschema.protocols.Valida
 
 
 @pytest.mark.covers("PROTO-8", "PROTO-10", "PROTO-17", "PROTO-18", "PROTO-19", "PROTO-21")
+@pytest.mark.xdist_group("stdio-suite-run")
 def test_every_line_of_the_traffic_validates_against_the_schemas(suite_run: SuiteRun) -> None:
     protocol = suite_run.protocol
     requests, responses = _validator("request", protocol), _validator("response", protocol)

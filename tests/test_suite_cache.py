@@ -30,27 +30,45 @@ from kvconform.harness.yamlsource import SourceError
 pytestmark = pytest.mark.covers("CONF-3")
 
 
+#: The canonical form of a case tree a module fixture holds for the whole module (frozen
+#: dataclasses of tuples: it cannot change), by identity, with the tree itself kept alive.
+_KNOWN: dict[int, tuple[object, object]] = {}
+
+
+def known(cases: tuple[Case, ...]) -> tuple[Case, ...]:
+    """``cases``, whose canonical form is then computed once instead of at every comparison."""
+    _KNOWN[id(cases)] = (cases, _canonical(cases))
+    return cases
+
+
 def canonical(value: object) -> object:
     """A form that compares equal exactly when two case trees are the same, NaN bits included."""
+    held = _KNOWN.get(id(value))
+    if held is not None and held[0] is value:
+        return held[1]
+    return _canonical(value)
+
+
+def _canonical(value: object) -> object:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return (
             type(value).__module__,
             type(value).__qualname__,
-            tuple((f.name, canonical(getattr(value, f.name))) for f in dataclasses.fields(value)),
+            tuple((f.name, _canonical(getattr(value, f.name))) for f in dataclasses.fields(value)),
         )
     if isinstance(value, float):
         return ("float", struct.pack("<d", value))
     if isinstance(value, (tuple, list)):
-        return (type(value).__name__, tuple(canonical(v) for v in value))
+        return (type(value).__name__, tuple(_canonical(v) for v in value))
     if isinstance(value, dict):
-        return ("dict", tuple((canonical(k), canonical(v)) for k, v in value.items()))
+        return ("dict", tuple((_canonical(k), _canonical(v)) for k, v in value.items()))
     return (type(value).__name__, value)
 
 
 @pytest.fixture(scope="module")
 def fresh() -> tuple[Case, ...]:
     """The suite loaded in full, once for this module."""
-    return suite.load_all_cases()
+    return known(suite.load_all_cases())
 
 
 @pytest.fixture(autouse=True)
@@ -87,6 +105,7 @@ def test_without_xdg_cache_home_it_is_under_the_home_folder(
     assert cache.cache_dir() == tmp_path / ".cache" / "kvconform"
 
 
+@pytest.mark.xdist_group("suite-cache-fresh-load")
 def test_a_current_entry_gives_exactly_the_cases_of_a_full_load(
     fresh: tuple[Case, ...], private_cache: Path
 ) -> None:
@@ -102,6 +121,7 @@ def test_a_current_entry_gives_exactly_the_cases_of_a_full_load(
     assert [c.id for c in second] == [c.id for c in fresh]
 
 
+@pytest.mark.xdist_group("suite-cache-fresh-load")
 def test_suite_all_cases_goes_through_the_cache(
     fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -118,6 +138,7 @@ def test_suite_all_cases_goes_through_the_cache(
     assert canonical(cached) == canonical(fresh)
 
 
+@pytest.mark.xdist_group("suite-cache-fresh-load")
 def test_an_entry_for_another_digest_is_not_used(
     fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -191,6 +212,7 @@ def _corruptions() -> list[tuple[str, Callable[[bytes], bytes]]]:
 
 
 @pytest.mark.parametrize("name, corrupt", _corruptions(), ids=[n for n, _ in _corruptions()])
+@pytest.mark.xdist_group("suite-cache-fresh-load")
 def test_a_corrupt_entry_falls_back_silently_to_the_same_cases(
     fresh: tuple[Case, ...], name: str, corrupt: Callable[[bytes], bytes]
 ) -> None:
@@ -242,6 +264,7 @@ def record_call(*args: object) -> tuple[Case, ...]:
         pytest.param(lambda: pickle.dumps(("a case id",)), id="a tuple of strings"),
     ],
 )
+@pytest.mark.xdist_group("suite-cache-fresh-load")
 def test_a_hostile_or_foreign_entry_with_a_valid_checksum_runs_nothing(
     fresh: tuple[Case, ...], payload: Callable[[], bytes]
 ) -> None:
@@ -272,6 +295,7 @@ def test_the_unpickler_admits_only_data_classes_of_kvconform() -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+@pytest.mark.xdist_group("suite-cache-fresh-load")
 def test_an_entry_others_can_write_is_not_used(fresh: tuple[Case, ...]) -> None:
     build = Counting(fresh)
     cache.cached_cases(build)
@@ -280,6 +304,7 @@ def test_an_entry_others_can_write_is_not_used(fresh: tuple[Case, ...]) -> None:
     assert build.calls == 2
 
 
+@pytest.mark.xdist_group("suite-cache-fresh-load")
 def test_an_unwritable_cache_folder_is_ignored(
     fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -301,6 +326,7 @@ def test_a_load_that_fails_is_raised_and_never_cached(private_cache: Path) -> No
     assert not private_cache.exists() or not any(private_cache.iterdir())
 
 
+@pytest.mark.xdist_group("suite-cache-fresh-load")
 def test_files_that_change_during_the_load_are_not_cached(
     fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch, private_cache: Path
 ) -> None:
@@ -315,6 +341,7 @@ def test_files_that_change_during_the_load_are_not_cached(
     assert not cache.entry_path().exists()
 
 
+@pytest.mark.xdist_group("suite-cache-fresh-load")
 def test_the_cache_can_be_disabled_by_the_environment(
     fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch, private_cache: Path
 ) -> None:
@@ -329,6 +356,7 @@ def test_the_cache_can_be_disabled_by_the_environment(
     assert cache.enabled()
 
 
+@pytest.mark.xdist_group("suite-cache-fresh-load")
 def test_the_cache_can_be_disabled_on_the_command_line(
     fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch, private_cache: Path
 ) -> None:

@@ -276,6 +276,8 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
             recorded = _recorded(config)
             if recorded.get(name) != manifest._sha256(file_path):
                 return _Refused.from_parent(parent, path=file_path, suite_name=name)
+            # as shipped: its cases are those of the compiled suite `kvconform run` runs
+            return CaseFile.from_parent(parent, path=file_path, as_shipped=True)
     return CaseFile.from_parent(parent, path=file_path)
 
 
@@ -310,13 +312,41 @@ class _Refused(pytest.File):
         )
 
 
-class CaseFile(pytest.File):
-    def collect(self) -> Iterator[CaseItem]:
+_COMPILED = pytest.StashKey[dict[Path, list[Case]]]()
+
+
+def _compiled(config: pytest.Config) -> dict[Path, list[Case]]:
+    """The installed suite's cases by resolved file, from :func:`suite.all_cases` (the
+    suite cache when it is current), read once per session; empty if the suite does not
+    load as a whole, and each file is then loaded alone and words its own error."""
+    compiled = config.stash.get(_COMPILED, None)
+    if compiled is None:
+        compiled = {}
         try:
-            cases = suite.load_file(self.path)
-            suite.check_references(cases)
-        except SourceError as exc:
-            raise self.CollectError(str(exc)) from None
+            everything = suite.all_cases()
+        except (SourceError, OSError, ValueError):
+            everything = ()
+        for case in everything:
+            compiled.setdefault(Path(case.file).resolve(), []).append(case)
+        config.stash[_COMPILED] = compiled
+    return compiled
+
+
+class CaseFile(pytest.File):
+    def __init__(self, *, as_shipped: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        #: A file of the installed suite whose bytes are the manifest's: its cases are
+        #: taken from the compiled suite instead of parsing and validating it again.
+        self.as_shipped = as_shipped
+
+    def collect(self) -> Iterator[CaseItem]:
+        cases = _compiled(self.config).get(self.path.resolve()) if self.as_shipped else None
+        if cases is None:
+            try:
+                cases = suite.load_file(self.path)
+                suite.check_references(cases)
+            except SourceError as exc:
+                raise self.CollectError(str(exc)) from None
         seen = self.config.stash[_SEEN]
         for case in cases:
             if case.id in seen and seen[case.id] != str(self.path):

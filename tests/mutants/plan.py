@@ -218,7 +218,10 @@ def _ids_xored(h: KeyHasher, ident: plan.PlanIdentity) -> None:
 
 class _IdsCombined(Composition):
     def key(self, ident: plan.PlanIdentity, extra: object = None) -> int:  # type: ignore[override]
-        return replace(self, instance=False, alloc=False).key(ident, lambda h: _ids_xored(h, ident))
+        # the reference's own composition without the two ids (Composition.key: this
+        # class's key would call itself), then the one word for both
+        plain = replace(self, instance=False, alloc=False)
+        return Composition.key(plain, ident, lambda h: _ids_xored(h, ident))
 
 
 @mutant(
