@@ -191,12 +191,11 @@ MODULE_LINES = 500
 #: operation table, the Rust skeleton's template) and the modules still to be split. A
 #: split lowers or removes its entry; no entry may rise.
 LONG_MODULES = {
-    "kvconform.protocol.operations": 686,  # the operation table (data; prefix_cache in 3.0.0)
-    "kvconform.differential.engine": 902,
+    "kvconform.protocol.operations": 666,  # the operation table (data; prefix_cache in 3.0.0)
+    "kvconform.differential.engine": 877,
     # Grown in 3.0.0, when branches written before these ceilings were merged (hostile
     # inputs' limits and incidents, protocol 2, re-expression, the prefix steps): not
     # yet split, so their ceilings are where they stand; they may only fall from here.
-    "kvconform.differential.export": 714,
     "kvconform.harness.reexpress": 523,
 }
 
