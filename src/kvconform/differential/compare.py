@@ -331,3 +331,19 @@ def render_program(
 def error_parts(values: Mapping[str, ErrorValue]) -> dict[str, object]:
     """Error values in their data form (lists for tuples), for scenario files and reports."""
     return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+
+
+@dataclass(frozen=True)
+class Counterexample:
+    """A shrunk program on which the implementation disagrees with the reference."""
+
+    property_id: str
+    program: Program
+    #: The reference's outcomes.
+    expected: tuple[Outcome, ...]
+    #: The implementation's outcomes.
+    actual: tuple[Outcome, ...]
+    mismatch: Mismatch
+
+    def listing(self) -> str:
+        return render_program(self.program, self.expected, self.actual, self.mismatch)

@@ -12,9 +12,9 @@ How the programs are written: each property has a *writer*
 property and ``i`` (:func:`program_source`; program 0 is the simplest, every
 choice 0), with no Hypothesis in the loop: writing a program costs a fraction
 of running it. On a disagreement the recorded choices are shrunk
-(:func:`shrink_choices`: groups and runs of choices deleted, choices lowered,
+(:func:`.shrink.shrink_choices`: groups and runs of choices deleted, choices lowered,
 each candidate replayed and kept if it still disagrees), then operations are
-deleted one at a time (:func:`_minimize`). A :class:`Property` without a writer
+deleted one at a time (:func:`.shrink.minimize`). A :class:`Property` without a writer
 runs through Hypothesis (its ``programs`` strategy, shrunk by Hypothesis).
 
 The same ``seed`` and ``examples`` give the same programs, so any failure
@@ -42,15 +42,15 @@ from hypothesis.errors import Flaky
 import kvconform
 from kvconform.adapters.reference import ReferenceAdapter
 from kvconform.differential import declared, prefix, strategies
+from kvconform.differential.compare import Counterexample as Counterexample  # re-exported
 from kvconform.differential.compare import (
     Mismatch,
     Program,
     ReferenceBroken,
     compare,
-    render_program,
-    renumber,
-    well_formed,
 )
+from kvconform.differential.shrink import minimize
+from kvconform.differential.shrink import shrink_choices as shrink_choices  # re-exported
 from kvconform.harness import generated
 from kvconform.harness.checks import Failure, Where
 from kvconform.harness.declarations import unrepresentable
@@ -237,22 +237,6 @@ def execute(driver: Driver, program: Program) -> list[Outcome]:
 
 
 @dataclass(frozen=True)
-class Counterexample:
-    """A shrunk program on which the implementation disagrees with the reference."""
-
-    property_id: str
-    program: Program
-    #: The reference's outcomes.
-    expected: tuple[Outcome, ...]
-    #: The implementation's outcomes.
-    actual: tuple[Outcome, ...]
-    mismatch: Mismatch
-
-    def listing(self) -> str:
-        return render_program(self.program, self.expected, self.actual, self.mismatch)
-
-
-@dataclass(frozen=True)
 class PropertyResult:
     prop: Property
     verdict: Verdict
@@ -401,7 +385,7 @@ def run_property(
     runs = judge.runs
     if shrink:
         deadline = time.perf_counter() + max(1.0, shrink_seconds / 2)
-        final, extra = _minimize(prop, reference, driver, final, deadline)
+        final, extra = minimize(lambda p: _judge(prop, reference, driver, p), final, deadline)
         runs += extra
         seconds = time.perf_counter() - start
     result = PropertyResult(
@@ -504,186 +488,6 @@ def _run_hypothesis(
         # the implementation answered the same program differently at different times
         note = f" (Hypothesis reported the failure as flaky: {_first_line(exc)})"
     return (last[-1] if last else None), note
-
-
-class _OutOfTime(Exception):
-    pass
-
-
-def _shortlex(choices: Sequence[int]) -> tuple[int, Sequence[int]]:
-    return (len(choices), choices)
-
-
-def shrink_choices(
-    write: strategies.Writer[Program],
-    judge: Callable[[Program], Counterexample | ReferenceBroken | None],
-    choices: Sequence[int],
-    cx: Counterexample,
-    deadline: float,
-) -> Counterexample:
-    """The simplest failing program found by editing the choices that wrote ``cx``.
-
-    A candidate is the choice sequence with a prefix kept, a group (a step, a list
-    element) or a run of choices deleted or zeroed, or one choice lowered; it is
-    replayed (:class:`~.strategies.ReplaySource`: choices past the end are 0, which
-    ends every list) and kept if it still disagrees and its choices are simpler
-    (shorter, or as long and smaller). Choices are ordered so that simpler choices
-    write simpler programs. It stops at ``deadline`` with the simplest so far; a
-    failure that shrinks before the deadline shrinks to the same program every time.
-    """
-    best: list[int] = list(choices)
-    best_spans: list[strategies.Span] = []
-    found = cx
-
-    def attempt(candidate: list[int]) -> bool:
-        nonlocal best, best_spans, found
-        if time.perf_counter() >= deadline:
-            raise _OutOfTime
-        source = strategies.ReplaySource(candidate, limit=len(best) + 64)
-        try:
-            program = write(source)
-        except Exception:  # too many choices, or a writer fault: not a simpler failure
-            return False
-        if _shortlex(source.choices) >= _shortlex(best) or not program:
-            return False
-        judged = judge(program)
-        if not isinstance(judged, Counterexample):
-            return False
-        best, best_spans, found = source.choices, source.spans, judged
-        return True
-
-    # the spans of the original choices
-    replay = strategies.ReplaySource(best)
-    write(replay)
-    best_spans = replay.spans
-    try:
-        improved = True
-        while improved:
-            before = best
-            _shrink_prefix(best, attempt)
-            _delete_spans(lambda: best, lambda: best_spans, attempt)
-            for size in (8, 4, 2, 1):
-                _delete_runs(lambda: best, size, attempt)
-            for size in (8, 4, 2, 1):
-                _zero_runs(lambda: best, size, attempt)
-            _lower_each(lambda: best, attempt)
-            improved = best != before
-    except _OutOfTime:
-        pass
-    return found
-
-
-def _shrink_prefix(best: list[int], attempt: Callable[[list[int]], bool]) -> None:
-    """Keep the shortest prefix that still fails (by bisection; what follows a
-    disagreement rarely matters)."""
-    lo, hi = 0, len(best)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if attempt(best[:mid]):
-            hi = mid
-        else:
-            lo = mid + 1
-
-
-def _delete_spans(
-    best: Callable[[], list[int]],
-    spans: Callable[[], list[strategies.Span]],
-    attempt: Callable[[list[int]], bool],
-) -> None:
-    """Delete whole groups, the last first."""
-    index = 0
-    while True:
-        order = sorted(set(spans()), key=lambda s: (-s[0], s[1]))
-        if index >= len(order):
-            return
-        start, end = order[index]
-        current = best()
-        if not attempt(current[:start] + current[end:]):
-            index += 1
-
-
-def _delete_runs(
-    best: Callable[[], list[int]], size: int, attempt: Callable[[list[int]], bool]
-) -> None:
-    at = len(best()) - size
-    while at >= 0:
-        current = best()
-        if not attempt(current[:at] + current[at + size :]):
-            at -= 1
-        at = min(at, len(best()) - size)
-
-
-def _zero_runs(
-    best: Callable[[], list[int]], size: int, attempt: Callable[[list[int]], bool]
-) -> None:
-    at = len(best()) - size
-    while at >= 0:
-        current = best()
-        if any(current[at : at + size]):
-            attempt(current[:at] + [0] * size + current[at + size :])
-        at = min(at - 1, len(best()) - size)
-
-
-def _lower_each(best: Callable[[], list[int]], attempt: Callable[[list[int]], bool]) -> None:
-    """Lower each choice as far as it still fails (0 first, then by bisection)."""
-    at = len(best()) - 1
-    while at >= 0:
-        current = best()
-        if at < len(current) and current[at] > 0:
-            value = current[at]
-            if not attempt([*current[:at], 0, *current[at + 1 :]]):
-                lo, hi = 0, value  # lo passes, hi fails
-                while lo + 1 < hi:
-                    current = best()
-                    if at >= len(current) or current[at] != hi:
-                        break  # the choices moved: on to the next
-                    mid = (lo + hi) // 2
-                    if attempt([*current[:at], mid, *current[at + 1 :]]):
-                        hi = mid
-                    else:
-                        lo = mid
-        at = min(at - 1, len(best()) - 1)
-
-
-def _candidates(program: Program) -> list[Program]:
-    """``program`` with one operation removed, or one mix op of one hash program removed."""
-    out: list[Program] = []
-    for index in reversed(range(len(program))):
-        if len(program) > 1:
-            out.append(program[:index] + program[index + 1 :])
-        op = program[index]
-        if isinstance(op, ops.Hash):
-            for at in reversed(range(len(op.program) - 1)):  # the closing finish stays
-                smaller = ops.Hash(program=op.program[:at] + op.program[at + 1 :])
-                out.append((*program[:index], smaller, *program[index + 1 :]))
-    return out
-
-
-def _minimize(
-    prop: Property, reference: Driver, driver: Driver, cx: Counterexample, deadline: float
-) -> tuple[Counterexample, int]:
-    """Delete what the shrinker left that the disagreement does not need (greedy, one at a
-    time).
-
-    A shrinker of choices shrinks values well but cannot always delete an early step
-    whose removal changes how later choices are read; this pass can.
-    """
-    runs = 0
-    improved = True
-    while improved and time.perf_counter() < deadline:
-        improved = False
-        for candidate in _candidates(cx.program):
-            if time.perf_counter() >= deadline:
-                break
-            if not well_formed(candidate):
-                continue
-            runs += 1
-            judged = _judge(prop, reference, driver, candidate)
-            if isinstance(judged, Counterexample):
-                cx = judged
-                improved = True
-                break
-    return replace(cx, program=renumber(cx.program)), runs
 
 
 @contextlib.contextmanager
