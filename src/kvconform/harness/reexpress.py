@@ -17,15 +17,17 @@ cannot be rewritten, or ``None`` when no rewriting is meant for it.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from kvconform.harness.checks import ErrorIs, OutcomeCheck, Refuses, SignatureIs
 from kvconform.harness.declarations import model_spec, outside_schema, schema_models
 from kvconform.harness.hook_carrier import NoRoom, hooks_in_turn
+from kvconform.harness.reexpress_v2 import block_of as block_of  # re-exported
+from kvconform.harness.reexpress_v2 import is_v1_scenario, lift_to_v2
 from kvconform.harness.scenario import Case
 from kvconform.protocol import operations as ops
-from kvconform.values import AdapterInfo, LayerDesc, Layout, ModelSpec, Param, Signature
+from kvconform.values import AdapterInfo, ModelSpec, Param, Signature
 
 #: The kinds of field a fixed key schema types (PLAN-17), parameters first.
 KINDS = ("u64", "f64", "str", "hook")
@@ -38,7 +40,7 @@ def reexpress(case: Case, info: AdapterInfo) -> Case | str | None:
     meant for it (its reason stands as it is).
     """
     out = case
-    if _is_v1_scenario(out):
+    if is_v1_scenario(out):
         lifted = lift_to_v2(out, info)
         if isinstance(lifted, str):
             return lifted
@@ -341,125 +343,6 @@ def names_as_strings(case: Case, schema: Mapping[str, Mapping[str, str]]) -> Cas
         f"parameters and hooks spelled out in the string field {field}"
     )
     return replace(case, program=program, reexpressed=(*case.reexpressed, how))
-
-
-# -- profile v2: a v1 scenario under a layout (PROF-8) ------------------------------
-
-
-def _is_v1_scenario(case: Case) -> bool:
-    return (
-        case.cls in ("signature", "verify")
-        and case.profile is None
-        and case.format_writes is None
-        and case.format_reads is None
-        and not case.format_reads_include
-    )
-
-
-#: Refusals that come before a v2 measurement's block check (PROF-8), or before the
-#: measurement at all (VERIFY-9): a zero-token payload leaves them as they are.
-_BEFORE_THE_BLOCK = frozenset(
-    {"unmarked", "unrepresentable", "empty_payload", "degenerate_layer", "ragged_payload"}
-)
-
-
-def _measured_tokens(payload: Sequence[LayerDesc]) -> int | None:
-    """The token count a measurement of ``payload`` finds in its first layer (SIG-7)."""
-    if not payload:
-        return None
-    width = payload[0].n_kv_heads * payload[0].head_dim
-    return payload[0].k_len // width if width else None
-
-
-def block_of(payload: Sequence[LayerDesc]) -> Layout:
-    """The layout a v1 payload is lifted with: one block of exactly its tokens, no window."""
-    tokens = _measured_tokens(payload)
-    return Layout(tokens if tokens else 1, None)
-
-
-def lift_to_v2(case: Case, info: AdapterInfo) -> Case | str | None:
-    """A v1 scenario as a writer and reader of profile v2 meets it (§6.4.2), or why not."""
-    writes = any(isinstance(op, ops.Measure | ops.Stamp) for op in case.program)
-    verifies = any(isinstance(op, ops.Verify) for op in case.program)
-    if (writes and info.format_writes != 2) or (verifies and 2 not in info.format_reads):
-        return None
-    if (not writes or info.format_writes == 1) and (not verifies or 1 in info.format_reads):
-        return None  # applies as written
-    expects = {
-        c.op_index: (position, c)
-        for position, c in enumerate(case.checks)
-        if isinstance(c, OutcomeCheck)
-    }
-    split = info.option("profile_v2_revision") == "split_width"
-    program = list(case.program)
-    checks = list(case.checks)
-    for index, op in enumerate(case.program):
-        if not isinstance(op, ops.Measure | ops.Stamp | ops.Verify):
-            continue
-        position, check = expects[index]
-        expect = check.expect
-        layout = block_of(op.payload)
-        tokens = _measured_tokens(op.payload)
-        if (
-            op.payload
-            and tokens == 0
-            and not (isinstance(expect, ErrorIs) and expect.kind in _BEFORE_THE_BLOCK)
-        ):
-            return (
-                "its point is a payload of zero tokens, which profile v2 refuses as "
-                "block_size_mismatch (SIG-10 is v1's own; PROF-9)"
-            )
-        if isinstance(op, ops.Measure | ops.Stamp):
-            if op.layout is not None:
-                return "it already gives a writer's layout"
-            program[index] = replace(op, layout=layout)
-        else:
-            for sig in (op.recorded, op.expected):
-                if sig is not None and (sig.format_version != 1 or sig.layout is not None):
-                    return (
-                        "its point is a signature of format version "
-                        f"{sig.format_version}, which a lift to version 2 would erase"
-                    )
-            program[index] = replace(
-                op,
-                recorded=None if op.recorded is None else _v2(op.recorded, layout),
-                expected=_v2(op.expected, layout),
-            )
-        if isinstance(expect, SignatureIs):
-            if expect.signature.format_version != 1:
-                return "its point is the format version a signature records"
-            checks[position] = replace(check, expect=SignatureIs(_v2(expect.signature, layout)))
-        elif isinstance(expect, ErrorIs):
-            if expect.kind == "unsupported_format" or (
-                expect.kind == "incompatible" and expect.field == "format_version"
-            ):
-                return "its point is the block's format version"
-            if split and expect.kind == "ragged_payload" and expect.field == "seq_len":
-                # the later line names the claim `positions` (PROF-11, ERR-12)
-                checks[position] = replace(check, expect=replace(expect, field="positions"))
-    how = (
-        "lifted to profile v2: each block is one block of exactly its payload's tokens "
-        "with no window, and every signature records version 2 with that layout"
-    )
-    if split and any(
-        isinstance(c, OutcomeCheck)
-        and isinstance(c.expect, ErrorIs)
-        and c.expect.field == "positions"
-        for c in checks
-    ):
-        how += "; a layer's claim is named positions (split_width, ERR-12)"
-    return replace(
-        case,
-        program=tuple(program),
-        checks=tuple(checks),
-        format_writes=2 if writes else None,
-        format_reads_include=(2,) if verifies else (),
-        reexpressed=(*case.reexpressed, how),
-    )
-
-
-def _v2(sig: Signature, layout: Layout) -> Signature:
-    return replace(sig, format_version=2, layout=layout)
 
 
 # -- a dtype enum (SIG-14) ------------------------------------------------------------
