@@ -192,9 +192,9 @@ MODULE_LINES = 500
 #: split lowers or removes its entry; no entry may rise.
 LONG_MODULES = {
     "kvconform.protocol.operations": 666,  # the operation table (data; prefix_cache in 3.0.0)
-    # Not yet split (the shrinker and Counterexample moved out in 4.0.0): its ceiling is
-    # where it stands, and may only fall from here.
-    "kvconform.differential.engine": 681,
+    # The properties, the shrinker and Counterexample moved out in 4.0.0 (902 -> 515); the
+    # run of a property stays in one piece. Its ceiling may only fall from here.
+    "kvconform.differential.engine": 515,
 }
 
 

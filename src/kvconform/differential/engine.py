@@ -24,24 +24,22 @@ reproduces with ``kvconform run --generated N --seed S``.
 from __future__ import annotations
 
 import contextlib
-import functools
 import random
 import secrets
 import time
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
-from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 
 import kvconform
 from kvconform.adapters.reference import ReferenceAdapter
-from kvconform.differential import declared, prefix, strategies
+from kvconform.differential import declared, strategies
 from kvconform.differential.compare import Counterexample as Counterexample  # re-exported
 from kvconform.differential.compare import (
     Mismatch,
@@ -49,14 +47,15 @@ from kvconform.differential.compare import (
     ReferenceBroken,
     compare,
 )
-from kvconform.differential.shrink import minimize
+from kvconform.differential.properties import PROPERTIES as PROPERTIES  # re-exported
+from kvconform.differential.properties import PROPERTIES_BY_ID as PROPERTIES_BY_ID
+from kvconform.differential.properties import Property as Property
+from kvconform.differential.properties import generated_cases as generated_cases
+from kvconform.differential.shrink import hypothesis_shrinking_deadline, minimize
 from kvconform.differential.shrink import shrink_choices as shrink_choices  # re-exported
-from kvconform.harness import generated
 from kvconform.harness.checks import Failure, Where
 from kvconform.harness.declarations import unrepresentable
-from kvconform.harness.generated import GeneratedCheck
 from kvconform.harness.runner import CaseResult
-from kvconform.harness.scenario import Case
 from kvconform.harness.yamlsource import SourceError
 from kvconform.protocol import operations as ops
 from kvconform.protocol.driver import Driver, InProcessDriver
@@ -71,150 +70,6 @@ SHRINK_SECONDS = 30.0
 Verdict = Literal["passed", "failed", "not_applicable", "error"]
 
 
-@dataclass(frozen=True)
-class Property:
-    """One generated check: which programs, for which implementations, and why."""
-
-    #: What the check is (id, title, class, requirements, why), as the harness lists,
-    #: selects and explains it (:mod:`kvconform.harness.generated`).
-    described: GeneratedCheck
-    #: Why the property does not apply to an implementation, or ``None``.
-    not_applicable: Callable[[AdapterInfo], str | None]
-    #: The programs for an implementation (only operations of the classes it declares),
-    #: as a Hypothesis strategy.
-    programs: Callable[[AdapterInfo], st.SearchStrategy[Program]]
-    #: The same programs as a writer of a choice source (:mod:`.strategies`): the fast
-    #: path :func:`run_property` takes, with its own shrinker. Without one, the
-    #: property runs through Hypothesis (``programs``).
-    writer: Callable[[AdapterInfo], strategies.Writer[Program]] | None = None
-    #: The reference to compare with for an implementation, when the shared default one
-    #: (profile v1, every option at its default) would answer otherwise; else ``None``.
-    reference_for: Callable[[AdapterInfo], Driver | None] | None = None
-    refine: prefix.Refiner | None = None  # a disagreement told in the property's own terms
-
-    @property
-    def id(self) -> str:
-        return self.described.id
-
-    @property
-    def title(self) -> str:
-        return self.described.title
-
-    @property
-    def cls(self) -> str:
-        return self.described.cls
-
-    @property
-    def requires(self) -> tuple[str, ...]:
-        return self.described.requires
-
-    @property
-    def why(self) -> str:
-        return self.described.why
-
-    @property
-    def case(self) -> Case:
-        """The case this property is in reports, selections and expectation files."""
-        return Case(
-            id=self.id,
-            title=self.title,
-            cls=self.cls,
-            requires=self.requires,
-            why=self.why,
-            file=__file__,
-            line=None,
-            program=(),
-            checks=(),
-            area="generated",
-            kind="generated",
-        )
-
-
-def _without(info: AdapterInfo, cls: str) -> str | None:
-    return None if cls in info.classes else f"{info.name} does not declare the class {cls}"
-
-
-def _verify_not_applicable(info: AdapterInfo) -> str | None:
-    """Blocks of the versions the implementation reads are verified, blocks of the one it
-    writes measured and stamped (PROF-3, PROF-12), against the reference declaring the
-    same (:func:`_reference_declaring_format`)."""
-    return _without(info, "signature")
-
-
-def _verifies(info: AdapterInfo) -> bool:
-    return "verify" in info.classes
-
-
-def _measures(info: AdapterInfo) -> bool:
-    return "signature" in info.classes
-
-
-def _reference_declaring_format(info: AdapterInfo) -> Driver | None:
-    """The reference with the implementation's format declaration and v2 revision
-    (PROF-3, PROF-11, PROF-12), when it is not the default profile v1."""
-    if info.format_writes == 1 and set(info.format_reads) == {1}:
-        return None
-    return InProcessDriver(
-        ReferenceAdapter(
-            writes=info.format_writes or 1,
-            reads=tuple(sorted(info.format_reads)),
-            revision=info.option("profile_v2_revision"),
-        )
-    )
-
-
-PROPERTIES: tuple[Property, ...] = (
-    Property(
-        described=generated.BY_ID["generated.key-state-machine"],
-        not_applicable=lambda info: _without(info, "identity"),
-        programs=lambda info: strategies.key_programs(
-            plan="plan" in info.classes,
-            scope=strategies.Scope.of(info),
-            classes=frozenset(info.classes),
-        ),
-        writer=lambda info: functools.partial(
-            strategies.key_program,
-            plan="plan" in info.classes,
-            scope=strategies.Scope.of(info),
-            classes=frozenset(info.classes),
-        ),
-    ),
-    Property(
-        described=generated.BY_ID["generated.hash"],
-        not_applicable=lambda info: _without(info, "hash"),
-        programs=lambda info: strategies.hash_programs(scope=strategies.Scope.of(info)),
-        writer=lambda info: functools.partial(
-            strategies.hash_program_list, scope=strategies.Scope.of(info)
-        ),
-    ),
-    Property(
-        described=generated.BY_ID["generated.verify"],
-        not_applicable=_verify_not_applicable,
-        programs=lambda info: strategies.block_programs(
-            verify=_verifies(info), signature=_measures(info), scope=strategies.Scope.of(info)
-        ),
-        reference_for=_reference_declaring_format,
-        writer=lambda info: functools.partial(
-            strategies.block_program,
-            verify=_verifies(info),
-            signature=_measures(info),
-            scope=strategies.Scope.of(info),
-        ),
-    ),
-    prefix.prefix_property(Property),
-)
-
-PROPERTIES_BY_ID: dict[str, Property] = {p.id: p for p in PROPERTIES}
-
-
-def generated_cases() -> list[Case]:
-    """The generated properties as cases, for selection and expectation files."""
-    return [p.case for p in PROPERTIES]
-
-
-#: The seed of a run that names none: fixed per suite version, so the same suite
-#: generates the same programs on every machine and a CI job never goes red at
-#: random. A fresh seed is opt-in (``--seed random``).
 DEFAULT_SEED = zlib.crc32(f"kvconform suite {kvconform.SUITE_VERSION}".encode())
 
 
@@ -478,7 +333,7 @@ def _run_hypothesis(
     test = hypothesis_seed(seed)(_settings(examples, shrink)(given(strategy)(check)))
     note = ""
     try:
-        with _shrinking_deadline(shrink_seconds):
+        with hypothesis_shrinking_deadline(shrink_seconds):
             test()
     except (Disagreement, ReferenceBroken):
         pass
@@ -488,27 +343,6 @@ def _run_hypothesis(
         # the implementation answered the same program differently at different times
         note = f" (Hypothesis reported the failure as flaky: {_first_line(exc)})"
     return (last[-1] if last else None), note
-
-
-@contextlib.contextmanager
-def _shrinking_deadline(seconds: float) -> Iterator[None]:
-    """Bound Hypothesis's shrinker (its own limit is five minutes).
-
-    ``MAX_SHRINKING_SECONDS`` is an internal knob of Hypothesis: it is set only
-    if present, and restored afterwards. Without it the check-level budget in
-    :func:`run_property` still stops new programs from running, only less promptly.
-    """
-    from hypothesis.internal.conjecture import engine as conjecture
-
-    before = getattr(conjecture, "MAX_SHRINKING_SECONDS", None)
-    if not isinstance(before, int | float):
-        yield
-        return
-    conjecture.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        conjecture.MAX_SHRINKING_SECONDS = before  # type: ignore[assignment]
 
 
 def _where(exc: BaseException) -> str:

@@ -9,8 +9,9 @@ smaller). :mod:`.engine` runs it on the first disagreement of a property.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
 from kvconform.differential import strategies
@@ -204,3 +205,24 @@ def minimize(
                 improved = True
                 break
     return replace(cx, program=renumber(cx.program)), runs
+
+
+@contextlib.contextmanager
+def hypothesis_shrinking_deadline(seconds: float) -> Iterator[None]:
+    """Bound Hypothesis's shrinker (its own limit is five minutes).
+
+    ``MAX_SHRINKING_SECONDS`` is an internal knob of Hypothesis: it is set only
+    if present, and restored afterwards. Without it the check-level budget in
+    :func:`run_property` still stops new programs from running, only less promptly.
+    """
+    from hypothesis.internal.conjecture import engine as conjecture
+
+    before = getattr(conjecture, "MAX_SHRINKING_SECONDS", None)
+    if not isinstance(before, int | float):
+        yield
+        return
+    conjecture.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        conjecture.MAX_SHRINKING_SECONDS = before  # type: ignore[assignment]
