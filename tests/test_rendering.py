@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from kvconform.harness.checks import describe, show
 from kvconform.rendering import render
 from kvconform.values import Fault, Layout, MixOp, Refused, Signature
 from tests.mutants import all_mutants
-from tests.test_mutants import run_suite
+from tests.test_mutants import run_aimed
 
 PYTHON_ISMS = re.compile(r"\bNone\b|\bTrue\b|\bFalse\b|b'|b\"|\w+\(\w+=|'[^']*'")
 
@@ -32,12 +30,16 @@ def test_values_render_as_json() -> None:
     )
 
 
-@pytest.mark.xdist_group("mutants")  # on the worker that has run the mutants already
 def test_no_failure_of_any_mutant_reads_as_python() -> None:
-    """Every failure text of a sample of mutants, across every class, is Python-free."""
+    """Every failure text of a third of the mutants, across every class, is Python-free.
+
+    Each mutant of the sample runs the cases aimed at it, those citing a requirement
+    it breaks: where its failures are (3,396 texts, against 2,604 from the whole suite
+    run for every sixth mutant, as this test did before 4.0.1).
+    """
     seen = 0
-    for mutant in all_mutants()[::6]:
-        for result in run_suite(f"mutant:{mutant.name}", mutant.factory()):
+    for mutant in all_mutants()[::3]:
+        for result in run_aimed(mutant):
             for failure in result.failures:
                 for text in (failure.expected, failure.actual):
                     if text.startswith("adapter failure:"):
