@@ -37,7 +37,7 @@ from kvconform.adapters import reference as reference_adapters
 from kvconform.adapters.reference import ReferenceAdapter
 from kvconform.harness import suite
 from kvconform.harness.case import Case
-from kvconform.harness.runner import CaseResult, run_cases
+from kvconform.harness.runner import CaseResult, run_case, run_cases
 from kvconform.protocol.adapter import Adapter
 from tests.hash_memo import MemoDriver
 from tests.mutants import MODULES, Mutant, all_mutants
@@ -82,22 +82,22 @@ def run_aimed(mutant: Mutant) -> list[CaseResult]:
 
 
 def first_killers(mutant: Mutant) -> list[str]:
-    """Some cases that fail for ``mutant``, empty exactly when :func:`killers` is.
+    """A case that fails for ``mutant``, or none exactly when :func:`killers` finds none.
 
-    The cases citing a requirement the mutant breaks run first, then (only if none of
-    them fails) the rest, all through one driver, so that the id ledger spans both
-    parts as it spans a whole run (INTERPRETING.md §5, rules 6 and 7). Every failure
-    found is a real one: the order of the cases is the implementation's to bear. If
-    this order finds none, the suite in its own order decides (:func:`killers`).
+    The cases citing a requirement the mutant breaks run first (scenarios before the
+    known-answer vectors, whose folds are the slow ones), then the rest of the suite,
+    one at a time through one driver, up to the first failure: the id ledger spans them
+    as it spans a whole run (INTERPRETING.md §5, rules 6 and 7). Every failure found is
+    a real one, the order of the cases being the implementation's to bear. If this
+    order finds none, the suite in its own order decides (:func:`killers`).
     """
-    aimed = aimed_cases(mutant)
-    rest = [c for c in suite.all_cases() if c not in aimed]
+    aimed = sorted(aimed_cases(mutant), key=lambda case: case.kind == "vector")
+    first = {case.id for case in aimed}
+    rest = [c for c in suite.all_cases() if c.id not in first]
     driver = MemoDriver(mutant.factory())
-    for part in (aimed, rest):
-        failed = [r.case.id for r in run_cases(part, driver, strict_messages=True)
-                  if r.verdict == "failed"]  # fmt: skip
-        if failed:
-            return failed
+    for case in (*aimed, *rest):
+        if run_case(case, driver, strict_messages=True).verdict == "failed":
+            return [case.id]
     return killers(mutant)
 
 

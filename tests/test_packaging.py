@@ -29,6 +29,10 @@ def _pip_version() -> tuple[int, ...]:
     return tuple(int(part) for part in pip.__version__.split(".")[:2] if part.isdigit())
 
 
+#: One worker builds and installs the wheel once (the module's fixture) for every test here.
+pytestmark = pytest.mark.xdist_group("packaging-wheel")
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("wheel")
@@ -68,7 +72,6 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return env_dir
 
 
-@pytest.mark.xdist_group("packaging-wheel")
 def test_the_wheel_runs_the_whole_suite_from_an_unrelated_directory(
     installed: Path, tmp_path: Path
 ) -> None:
@@ -83,7 +86,6 @@ def test_the_wheel_runs_the_whole_suite_from_an_unrelated_directory(
     assert (elsewhere / "report.json").is_file()
 
 
-@pytest.mark.xdist_group("packaging-wheel")
 def test_the_wheel_installs_no_top_level_reference_or_conformance(
     installed: Path, tmp_path: Path
 ) -> None:
