@@ -16,7 +16,7 @@ from kvconform.adapters.reference import ReferenceAdapter
 from kvconform.harness import suite
 from kvconform.harness.checks import OutcomeCheck, Succeeds, ValueIs, Where
 from kvconform.harness.reexpress_prefix import into_block_size
-from kvconform.harness.runner import in_declared_shape, run_cases
+from kvconform.harness.runner import in_declared_shape, run_case, run_cases
 from kvconform.harness.scenario import Case
 from kvconform.protocol import operations as ops
 from kvconform.protocol.driver import InProcessDriver
@@ -191,7 +191,7 @@ def test_the_re_expressed_cases_still_kill_the_prefix_mutants(size: int) -> None
 
             return Fixed()  # type: ignore[no-any-return]
 
-        results = run_cases(_prefix_cases(), InProcessDriver(fixed()))
-        if not any(r.verdict == "failed" for r in results):
+        driver = InProcessDriver(fixed())  # up to the first failing case: killed
+        if not any(run_case(c, driver).verdict == "failed" for c in _prefix_cases()):
             survivors.append(m.name)
     assert survivors == []
