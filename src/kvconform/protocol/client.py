@@ -78,7 +78,7 @@ class _Incidents(list[str]):
         self[-1] = f"({self.dropped + 1} more incidents, the last:) {what}"
 
 
-class StdioDriver(steps.StdioRestarts, _Exchanging):
+class StdioDriver(_Exchanging):
     """Runs programs against an adapter process that speaks spec/protocol.md.
 
     ``argv`` is the command (a list; a string is split with :func:`shlex.split`,
@@ -219,6 +219,34 @@ class StdioDriver(steps.StdioRestarts, _Exchanging):
         return proc, spoken
 
     # Running -------------------------------------------------------------------
+
+    def run(self, program: Sequence[ops.Op]) -> list[Outcome]:
+        """One outcome per operation of ``program``; each ``restart`` step ends the
+        process and starts the adapter again (PROTO-37), each tier ``storage`` name
+        being one directory for the whole program (PROTO-36)."""
+        return steps.run_in_parts(program, self._run, self._restart)
+
+    def _restart(self) -> Outcome:
+        """End the process as the end of a run does (``shutdown``, then the grace before
+        it is killed) and start the adapter again, with the same handshake and the same
+        description (PROTO-13); the part before ended with ``reset``, as programs do."""
+        if self._closed:
+            return Broken("the driver is closed")
+        if self.given_up is not None:
+            return Broken(self.given_up)
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            try:
+                if self.shutdown_grace > 0:
+                    self._shut_down(proc)
+            finally:
+                proc.kill()
+        try:
+            self._proc = self._start()
+        except AdapterStartError as exc:
+            return Broken(f"the adapter could not be started again for a restart step: {exc}")
+        self.restarts += 1
+        return Ok(None)
 
     def _run(self, program: Sequence[ops.Op]) -> list[Outcome]:
         proc = self._running()

@@ -20,10 +20,10 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from kvconform.protocol import operations as ops
-from kvconform.values import Broken, Ok, Outcome
+from kvconform.values import Broken, Outcome
 
 
 @dataclass(frozen=True)
@@ -111,38 +111,3 @@ def run_in_parts(
                     return outcomes + [restarted] * (len(sent) - len(outcomes))
             outcomes += run(part)
         return outcomes
-
-
-class StdioRestarts:
-    """What :class:`~kvconform.protocol.client.StdioDriver` does for the harness steps:
-    it runs each part of a program with its own ``_run`` and restarts in between."""
-
-    def run(self, program: Sequence[ops.Op]) -> list[Outcome]:
-        """One outcome per operation of ``program``; each ``restart`` step ends the
-        process and starts the adapter again (PROTO-37), each tier ``storage`` name
-        being one directory for the whole program (PROTO-36)."""
-        driver: Any = self
-        return run_in_parts(program, driver._run, self._restart)
-
-    def _restart(self) -> Outcome:
-        """End the process as the end of a run does (``shutdown``, then the grace before
-        it is killed) and start the adapter again, with the same handshake and the same
-        description (PROTO-13); the part before ended with ``reset``, as programs do."""
-        driver: Any = self
-        if driver._closed:
-            return Broken("the driver is closed")
-        if driver.given_up is not None:
-            return Broken(driver.given_up)
-        proc, driver._proc = driver._proc, None
-        if proc is not None:
-            try:
-                if driver.shutdown_grace > 0:
-                    driver._shut_down(proc)
-            finally:
-                proc.kill()
-        try:
-            driver._proc = driver._start()
-        except RuntimeError as exc:  # AdapterStartError (its module imports this one)
-            return Broken(f"the adapter could not be started again for a restart step: {exc}")
-        driver.restarts += 1
-        return Ok(None)
