@@ -49,20 +49,34 @@ def canonical(value: object) -> object:
     return _canonical(value)
 
 
-def _canonical(value: object) -> object:
+def _canonical(value: object, seen: dict[int, object] | None = None) -> object:
+    """The canonical form of ``value``; an object met twice in one tree (the cache shares
+    equal values) is put in form once, by its identity, while the whole tree is alive."""
+    if seen is None:
+        seen = {}
+    done = seen.get(id(value))
+    if done is not None:
+        return done
+    form: object
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return (
+        form = (
             type(value).__module__,
             type(value).__qualname__,
-            tuple((f.name, _canonical(getattr(value, f.name))) for f in dataclasses.fields(value)),
+            tuple(
+                (f.name, _canonical(getattr(value, f.name), seen))
+                for f in dataclasses.fields(value)
+            ),
         )
-    if isinstance(value, float):
-        return ("float", struct.pack("<d", value))
-    if isinstance(value, (tuple, list)):
-        return (type(value).__name__, tuple(_canonical(v) for v in value))
-    if isinstance(value, dict):
-        return ("dict", tuple((_canonical(k), _canonical(v)) for k, v in value.items()))
-    return (type(value).__name__, value)
+    elif isinstance(value, float):
+        form = ("float", struct.pack("<d", value))
+    elif isinstance(value, (tuple, list)):
+        form = (type(value).__name__, tuple(_canonical(v, seen) for v in value))
+    elif isinstance(value, dict):
+        form = ("dict", tuple((_canonical(k, seen), _canonical(v, seen)) for k, v in value.items()))
+    else:
+        return (type(value).__name__, value)
+    seen[id(value)] = form
+    return form
 
 
 @pytest.fixture(scope="module")
