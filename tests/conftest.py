@@ -84,6 +84,21 @@ except ImportError:
 _fold_long_programs_once()
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: two workers per core.
+
+    Many tests wait on a process of their own (an adapter started over stdio, its
+    timeouts, the command run as a user runs it); with one worker per core, a core
+    sits idle while its worker waits (on 2 cores: 200 s for the loop, against 144 s
+    with two workers per core, the CPU time the same). ``-n N`` still sets the number.
+    """
+    if hasattr(os, "sched_getaffinity"):
+        cores: int | None = len(os.sched_getaffinity(0))  # the cores this process may use
+    else:
+        cores = os.cpu_count()
+    return 2 * (cores or 1)
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     """The root of the checkout (the folder holding ``spec/`` and ``vectors/``)."""
