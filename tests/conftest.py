@@ -31,7 +31,8 @@ def _keep_bytecode_outside_the_checkout() -> None:
     """
     if not os.environ.get("PYTHONDONTWRITEBYTECODE") or sys.pycache_prefix:
         return
-    prefix = os.path.join(tempfile.gettempdir(), f"kvconform-pycache-{os.getuid()}")
+    user = os.getuid() if hasattr(os, "getuid") else os.getpid()  # a folder of one's own
+    prefix = os.path.join(tempfile.gettempdir(), f"kvconform-pycache-{user}")
     del os.environ["PYTHONDONTWRITEBYTECODE"]
     os.environ["PYTHONPYCACHEPREFIX"] = prefix
     sys.pycache_prefix = prefix
