@@ -8,8 +8,8 @@ extends the package path to the checkout's top-level folders.
 from __future__ import annotations
 
 import os
+import stat
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,19 +20,31 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _keep_bytecode_outside_the_checkout() -> None:
-    """Under ``PYTHONDONTWRITEBYTECODE``, cache compiled modules in a temporary folder.
+    """Under ``PYTHONDONTWRITEBYTECODE``, keep compiled modules in the user's cache folder.
 
     The test run starts hundreds of Python processes (adapters served over stdio, the
     command run as a user runs it, the workers of pytest-xdist); with no bytecode kept,
     each one compiles every module it imports again, and pytest rewrites the asserts of
     every test module again in each worker. An environment that asks for no bytecode
-    asks that nothing be written beside the sources: it is kept under the system's
-    temporary folder instead (``PYTHONPYCACHEPREFIX``), never in the checkout.
+    asks that nothing be written beside the sources: it is kept in
+    ``$XDG_CACHE_HOME/kvconform/pycache`` (else ``~/.cache/...``) instead, through
+    ``PYTHONPYCACHEPREFIX``, never in the checkout. Only in a folder that is the user's
+    own and that no one else may write: compiled code found there is run as it stands
+    (a shared temporary folder would let another user plant it). Otherwise nothing is
+    kept, as the environment asked.
     """
     if not os.environ.get("PYTHONDONTWRITEBYTECODE") or sys.pycache_prefix:
         return
-    user = os.getuid() if hasattr(os, "getuid") else os.getpid()  # a folder of one's own
-    prefix = os.path.join(tempfile.gettempdir(), f"kvconform-pycache-{user}")
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    prefix = os.path.join(base, "kvconform", "pycache")
+    try:
+        os.makedirs(prefix, mode=0o700, exist_ok=True)
+        st = os.lstat(prefix)
+    except OSError:
+        return
+    own = not hasattr(os, "getuid") or st.st_uid == os.getuid()
+    if not (stat.S_ISDIR(st.st_mode) and own and not st.st_mode & 0o022):
+        return
     del os.environ["PYTHONDONTWRITEBYTECODE"]
     os.environ["PYTHONPYCACHEPREFIX"] = prefix
     sys.pycache_prefix = prefix
