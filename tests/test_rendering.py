@@ -35,7 +35,7 @@ def test_no_failure_of_any_mutant_reads_as_python() -> None:
 
     Each mutant of the sample runs the cases aimed at it, those citing a requirement
     it breaks: where its failures are (3,396 texts, against 2,604 from the whole suite
-    run for every sixth mutant, as this test did before 4.0.1).
+    run for every sixth mutant, as this test did up to 4.0.0).
     """
     seen = 0
     for mutant in all_mutants()[::3]:
