@@ -27,7 +27,10 @@ from tests import toolchain
 from tests.toolchain import tool
 from tests.verdicts import for_another_option
 
-pytestmark = pytest.mark.covers("CONF-12")
+#: One worker builds the release binary (the module's fixture) and runs every test here:
+#: in a fresh checkout the build takes a while, and other workers would only wait on
+#: cargo's lock to find it built.
+pytestmark = [pytest.mark.covers("CONF-12"), pytest.mark.xdist_group("rust-adapter")]
 
 CRATE = Path(__file__).resolve().parent.parent / "examples" / "rust-adapter"
 BINARY = CRATE / "target" / "release" / "kvconform-rust-adapter"
