@@ -98,7 +98,7 @@ _fold_long_programs_once()
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: two workers per core.
+    """``-n auto``: two workers per core, at most four more workers than cores.
 
     Many tests wait on a process of their own (an adapter started over stdio, its
     timeouts, the command run as a user runs it); with one worker per core, a core
@@ -109,7 +109,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
         cores: int | None = len(os.sched_getaffinity(0))  # the cores this process may use
     else:
         cores = os.cpu_count()
-    return 2 * (cores or 1)
+    cores = cores or 1
+    return min(2 * cores, cores + 4)  # many cores: a few extra workers fill the waits
 
 
 @pytest.fixture(scope="session")

@@ -9,9 +9,9 @@ non-conforming one must fail at least one).
 - ``test_mutant_is_killed[<name>]``: one test per mutant. A mutant registered
   with a ``gap`` cannot be killed through the adapter interface as it stands;
   it is a strict xfail, so the day the harness kills it the test says so.
-- ``test_kill_matrix``: prints mutant -> the case ids that killed it (run with
-  ``-s`` to see it) and, when ``KVCONFORM_KILL_MATRIX`` names a file, writes
-  the full matrix there.
+- ``test_kill_matrix``: only when ``KVCONFORM_KILL_MATRIX`` names a file (it runs
+  the whole suite against every mutant): writes the full matrix there and prints
+  mutant -> the case ids that killed it (run with ``-s`` to see it).
 
 A mutant's own test stops at its first failing case: it runs first the cases
 that cite a requirement the mutant breaks, and the rest of the suite only if
