@@ -16,6 +16,7 @@ import pickle
 import shutil
 import struct
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -547,3 +548,80 @@ def test_a_malformed_file_gives_the_pure_loaders_error_word_for_word(
         yamlsource.load_yaml(path)
     assert str(fast.value) == str(pure.value)
     assert str(path) in str(fast.value)
+
+
+def _entries(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("suite-"))
+
+
+def _aged(path: Path, seconds_ago: float) -> Path:
+    when = time.time() - seconds_ago
+    os.utime(path, (when, when), follow_symlinks=False)
+    return path
+
+
+def test_the_folder_keeps_the_entries_used_last(
+    fresh: tuple[Case, ...], private_cache: Path
+) -> None:
+    """Copies of the suite in folders that come and go leave no entry behind for ever:
+    after a write, the entries used last are kept and the others removed. Catches a
+    cache that never prunes, and one that prunes by write time (a read marks it used)."""
+    private_cache.mkdir(parents=True)
+    old = [private_cache / f"suite-{i:020x}.pickle" for i in range(12)]
+    for age, path in enumerate(old):
+        path.write_bytes(b"another data folder's entry")
+        _aged(path, 1000 + age)
+    _aged(old[11], 1)  # the oldest written, but read a second ago
+    cache.cached_cases(Counting(fresh[:2]))  # a miss: written, then the folder pruned
+    kept = _entries(private_cache)
+    assert len(kept) == cache.KEPT_ENTRIES and cache.entry_path().name in kept
+    assert old[11].name in kept, "an entry read a second ago was removed"
+    assert kept == sorted([cache.entry_path().name, old[11].name, *(p.name for p in old[:6])])
+    # a hit marks the entry used: it outlives entries written after it
+    _aged(cache.entry_path(), 5000)
+    cache.cached_cases(Counting(fresh[:2]))
+    assert time.time() - cache.entry_path().stat().st_mtime < 60
+
+
+def test_pruning_removes_only_the_caches_own_files(tmp_path: Path) -> None:
+    """Never a file of another name, a folder, a link's target, or a write in progress."""
+    folder = tmp_path / "kvconform"
+    folder.mkdir()
+    outside = tmp_path / "precious"
+    outside.write_text("not the cache's")
+    (folder / "pycache").mkdir()
+    (folder / "notes.txt").write_text("mine")
+    (folder / "suite-short.pickle").write_text("not an entry name")
+    entries = [folder / f"suite-{i:020x}.pickle" for i in range(3)]
+    for age, path in enumerate(entries):
+        path.write_bytes(b"entry")
+        _aged(path, 100 * (age + 1))
+    link = folder / f"suite-{'f' * 20}.pickle"
+    link.symlink_to(outside)
+    _aged(link, 9e5)
+    young = folder / ".suite-abc.tmp"
+    young.write_bytes(b"being written")
+    abandoned = folder / ".suite-def.tmp"
+    abandoned.write_bytes(b"left by a write that died")
+    _aged(abandoned, 2 * 3600)
+    removed = cache.prune(folder, kept=2)
+    assert sorted(removed) == sorted([link.name, entries[2].name, abandoned.name])
+    assert outside.read_text() == "not the cache's", "a link was followed"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [".suite-abc.tmp", "notes.txt", "pycache", "suite-short.pickle",
+         entries[0].name, entries[1].name]
+    )  # fmt: skip
+
+
+def test_the_help_and_the_module_say_how_many_entries_are_kept() -> None:
+    import argparse
+
+    from kvconform.cli import parser
+
+    kept = f"the {cache.KEPT_ENTRIES} entries used last kept"
+    runs = [a for a in parser._parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    helps = " ".join(
+        " ".join(sub.format_help().split()) for a in runs for sub in a.choices.values()
+    )
+    assert kept in helps, "--no-cache's help names another number of entries"
+    assert kept in " ".join(cli.__doc__.split())

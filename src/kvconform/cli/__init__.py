@@ -6,7 +6,8 @@
     kvconform list --requirement PLAN-6
 
 The compiled suite is cached in ``$XDG_CACHE_HOME/kvconform`` (``~/.cache/kvconform``),
-keyed by the digest of the suite's files and the code (kvconform.harness.cache);
+keyed by the digest of the suite's files and the code, the 8 entries used last kept
+(kvconform.harness.cache);
 ``--no-cache`` or ``KVCONFORM_NO_CACHE=1`` loads every file afresh.
 
 Exit statuses (spec/security.md): 0 conformant for the declared classes (or,

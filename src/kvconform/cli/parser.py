@@ -242,8 +242,8 @@ def _add_no_cache(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="parse, validate and compile every suite file now, neither reading nor writing "
         "the cache of the compiled suite (kept in $XDG_CACHE_HOME/kvconform, default "
-        "~/.cache/kvconform, keyed by the files' digest and the code; also "
-        "KVCONFORM_NO_CACHE=1)",
+        "~/.cache/kvconform, keyed by the files' digest and the code, the 8 entries "
+        "used last kept; also KVCONFORM_NO_CACHE=1)",
     )
 
 

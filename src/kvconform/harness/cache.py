@@ -60,6 +60,16 @@ Fallback
     result that is not a tuple of cases -- is a silent miss: the suite is
     loaded normally. Every failure to write is ignored.
 
+Housekeeping
+    Each data folder has an entry of its own, so copies of the suite in folders that
+    come and go (a checkout per branch, a test's temporary copy) would leave entries
+    behind for ever. The folder keeps the :data:`KEPT_ENTRIES` entries used last: an
+    entry read is marked used (its modification time set to now), and after each
+    write the entries beyond those, oldest first, are removed, with any temporary
+    file a write left behind more than an hour ago. Only this module's own names
+    (``suite-<20 hex digits>.pickle``, ``.suite-*.tmp``) are ever removed, never
+    followed as links; a removed entry is a miss the next time, nothing more.
+
 Disabling
     ``KVCONFORM_NO_CACHE=1`` in the environment (or ``kvconform run --no-cache``)
     loads every file afresh and neither reads nor writes the cache.
@@ -100,9 +110,11 @@ import json
 import operator
 import os
 import pickle
+import re
 import stat
 import struct
 import sys
+import time
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
@@ -121,6 +133,12 @@ DISABLE_ENV = "KVCONFORM_NO_CACHE"
 #: The third-party packages whose code decides whether and how a file loads.
 DEPENDENCIES = ("yaml", "jsonschema", "referencing", "jsonschema_specifications")
 _PROTOCOL = 5
+#: How many entries the cache folder keeps: those used last (Housekeeping, above).
+KEPT_ENTRIES = 8
+#: A write's temporary file older than this (seconds) was left by a write that died.
+_ABANDONED_AFTER = 3600
+_ENTRY_NAME = re.compile(r"suite-[0-9a-f]{20}\.pickle")
+_TEMPORARY_NAME = re.compile(r"\.suite-.*\.tmp")
 
 
 def enabled() -> bool:
@@ -217,12 +235,50 @@ def cached_cases(
         return build()  # e.g. a file cannot be read: the full load words the error
     found = read(path, key)
     if found is not None:
+        with suppress(Exception):
+            os.utime(path)  # used now: kept by the housekeeping that follows writes
         return found
     cases = build()
     with suppress(Exception):
         if suite_key() == key:  # nothing changed while the files were loaded
             write(path, key, cases)
+            prune(path.parent, keep=path)
     return cases
+
+
+def prune(folder: Path, keep: Path | None = None, kept: int = KEPT_ENTRIES) -> list[str]:
+    """Remove all but the ``kept`` entries of ``folder`` used last, and abandoned temporaries.
+
+    ``keep`` (the entry just written) is never removed. Only regular files and links
+    with this module's names are considered, by their own modification time (a link
+    is never followed); a file that cannot be removed is left. Returns the names removed.
+    """
+    now = time.time()
+    entries: list[tuple[float, str]] = []
+    doomed: list[str] = []
+    with os.scandir(folder) as found:
+        for item in found:
+            if keep is not None and item.name == keep.name:
+                continue
+            try:
+                st = item.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                continue
+            if _ENTRY_NAME.fullmatch(item.name):
+                entries.append((st.st_mtime, item.name))
+            elif _TEMPORARY_NAME.fullmatch(item.name) and now - st.st_mtime > _ABANDONED_AFTER:
+                doomed.append(item.name)
+    entries.sort(reverse=True)  # the most recently used first
+    room = kept - (1 if keep is not None else 0)
+    doomed += [name for _, name in entries[max(room, 0) :]]
+    removed: list[str] = []
+    for name in doomed:
+        with suppress(OSError):
+            os.unlink(folder / name)
+            removed.append(name)
+    return removed
 
 
 def read(path: Path, key: str) -> tuple[Case, ...] | None:
