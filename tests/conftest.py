@@ -7,10 +7,13 @@ extends the package path to the checkout's top-level folders.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import pickle
 import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,24 +22,27 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def _keep_bytecode_outside_the_checkout() -> None:
-    """Under ``PYTHONDONTWRITEBYTECODE``, keep compiled modules in the user's cache folder.
+#: Where compiled modules are kept when the environment asks for none beside the sources.
+BYTECODE = REPO_ROOT / ".bytecode"
+
+
+def _keep_bytecode_with_the_checkout() -> None:
+    """Under ``PYTHONDONTWRITEBYTECODE``, keep compiled modules in one folder of the checkout.
 
     The test run starts hundreds of Python processes (adapters served over stdio, the
     command run as a user runs it, the workers of pytest-xdist); with no bytecode kept,
     each one compiles every module it imports again, and pytest rewrites the asserts of
     every test module again in each worker. An environment that asks for no bytecode
-    asks that nothing be written beside the sources: it is kept in
-    ``$XDG_CACHE_HOME/kvconform/pycache`` (else ``~/.cache/...``) instead, through
-    ``PYTHONPYCACHEPREFIX``, never in the checkout. Only in a folder that is the user's
-    own and that no one else may write: compiled code found there is run as it stands
-    (a shared temporary folder would let another user plant it). Otherwise nothing is
-    kept, as the environment asked.
+    asks that nothing be written beside the sources: it is kept in :data:`BYTECODE`
+    (``.bytecode/``, ignored by git) instead, through ``PYTHONPYCACHEPREFIX``, which
+    every process the run starts inherits. It goes when the checkout goes, so
+    checkouts that come and go leave nothing behind in the user's home. Only in a
+    folder that is the user's own and that no one else may write: compiled code found
+    there is run as it stands. A checkout that cannot be written keeps nothing.
     """
     if not os.environ.get("PYTHONDONTWRITEBYTECODE") or sys.pycache_prefix:
-        return
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    prefix = os.path.join(base, "kvconform", "pycache")
+        return  # bytecode is written as usual, or a prefix is set (a worker inherits it)
+    prefix = str(BYTECODE)
     try:
         os.makedirs(prefix, mode=0o700, exist_ok=True)
         st = os.lstat(prefix)
@@ -51,7 +57,7 @@ def _keep_bytecode_outside_the_checkout() -> None:
     sys.dont_write_bytecode = False
 
 
-_keep_bytecode_outside_the_checkout()
+_keep_bytecode_with_the_checkout()
 
 
 #: A hash program folding at least this many bytes is a long fold (the four 1 MiB
@@ -89,12 +95,84 @@ def _fold_long_programs_once() -> None:
     reference.run_program = run_program  # type: ignore[assignment]
 
 
+class _RememberingValidator:
+    """A schema's validator that validates each distinct document once per process.
+
+    ``iter_errors`` of the same data under the same schema gives the same errors: the
+    data of a document that had none are kept (pickled: exact types, ``1`` is not
+    ``True``, ``{1: ...}`` is not ``{"1": ...}``, every float bit kept) and answered
+    with none the next time. A document with errors, or data that cannot be pickled,
+    is validated every time. Everything else is the real validator's.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._valid: set[bytes] = set()
+
+    def iter_errors(self, instance: object) -> Iterator[Any]:
+        try:
+            key: bytes | None = pickle.dumps(instance, protocol=5)
+        except Exception:
+            key = None
+        if key is not None and key in self._valid:
+            return iter(())
+        errors = list(self._inner.iter_errors(instance))
+        if not errors and key is not None:
+            self._valid.add(key)
+        return iter(errors)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _validate_each_document_once() -> None:
+    """Each shipped file's schema validation, done once per test process.
+
+    A full load of the suite (the cache bypassed or missed: about 20 in a test run,
+    each test that compares a fresh load with a cached one, or loads a modified copy)
+    spends most of its 1.6 s validating the same 57 documents against their schemas
+    again. Validation is a pure function of the schema and the data, so a document
+    already found valid in this process is valid again (:class:`_RememberingValidator`);
+    a changed document, and any document with an error, is validated in full. The
+    schemas themselves are cached by name in the command as well
+    (``yamlsource.schema``). Processes the tests start validate everything themselves.
+    """
+    from kvconform.harness import yamlsource
+
+    compute = yamlsource.schema
+
+    @functools.cache
+    def schema(name: str) -> Any:
+        return _RememberingValidator(compute(name))
+
+    yamlsource.schema = schema
+
+
 try:
     import kvconform  # noqa: F401
 except ImportError:
     sys.path.insert(0, str(REPO_ROOT / "src"))
 
 _fold_long_programs_once()
+_validate_each_document_once()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite cache filled once, before any worker starts.
+
+    In a new checkout the suite cache (:mod:`kvconform.harness.cache`) has no entry for
+    it: every worker, and every command the first tests start, would find none and
+    load the whole suite at the same moment, each writing the same entry. The
+    controlling process loads it first, so they all read it instead. A suite that does
+    not load is left to the tests that load it, which say why.
+    """
+    if hasattr(config, "workerinput"):  # a worker of pytest-xdist: the controller did it
+        return
+    from kvconform.harness import cache, suite
+
+    if cache.enabled():
+        with contextlib.suppress(Exception):
+            suite.all_cases()
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
