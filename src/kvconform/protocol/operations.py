@@ -24,6 +24,7 @@ Schemas in ``conformance/schema/protocol/ops/`` (checked against :data:`TABLE` b
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from dataclasses import dataclass
 from typing import Annotated, ClassVar, Literal
@@ -518,7 +519,7 @@ class FieldSpec:
 
 @dataclass(frozen=True)
 class OpSpec:
-    """One row of the table, as the rest of the harness reads it."""
+    """One row of the table, as the rest of the harness reads it (views computed once)."""
 
     cls: type[Op]
     name: str
@@ -537,7 +538,7 @@ class OpSpec:
         """The Python adapter method: the operation's name."""
         return self.name
 
-    @property
+    @functools.cached_property
     def arguments(self) -> tuple[FieldSpec, ...]:
         """The fields passed positionally to the adapter method, in order.
 
@@ -545,17 +546,17 @@ class OpSpec:
         """
         return tuple(f for f in self.fields if f.kind != "new_handle" and not f.added)
 
-    @property
+    @functools.cached_property
     def added(self) -> tuple[FieldSpec, ...]:
         """The fields added after protocol 1, passed as keywords only when present."""
         return tuple(f for f in self.fields if f.added)
 
-    @property
+    @functools.cached_property
     def binds(self) -> str | None:
         """The field naming what the operation creates, if it creates something."""
         return next((f.name for f in self.fields if f.kind == "new_handle"), None)
 
-    @property
+    @functools.cached_property
     def releases(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.fields if f.kind == "released")
 
