@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -148,11 +149,11 @@ class Request:
         positions (PREFIX-3, PREFIX-10, PREFIX-17)."""
         first, end = index * block_size, (index + 1) * block_size
         tokens = self.tokens[first:end]
-        out = [_TAG_TOKENS, _u64(len(tokens)), *(_u64(t) for t in tokens)]
+        out = [_TAG_TOKENS, _u64(len(tokens)), struct.pack(f"<{len(tokens)}Q", *tokens)]
         spans: list[MediaItem | Embeds] = [*self.media, *self.embeds]
-        covering = [s for s in spans if s.start < end and first < s.start + s.length]
+        covering = [s.record() for s in spans if s.start < end and first < s.start + s.length]
         out.append(_u64(len(covering)))
-        out.extend(s.record() for s in sorted(covering, key=lambda s: s.record()))
+        out.extend(sorted(covering))
         return b"".join(out)
 
 
