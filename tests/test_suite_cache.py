@@ -613,7 +613,7 @@ def test_pruning_removes_only_the_caches_own_files(tmp_path: Path) -> None:
     )  # fmt: skip
 
 
-def test_the_help_and_the_module_say_how_many_entries_are_kept() -> None:
+def test_the_help_the_module_and_the_readme_say_how_many_entries_are_kept() -> None:
     import argparse
 
     from kvconform.cli import parser
@@ -625,3 +625,5 @@ def test_the_help_and_the_module_say_how_many_entries_are_kept() -> None:
     )
     assert kept in helps, "--no-cache's help names another number of entries"
     assert kept in " ".join(cli.__doc__.split())
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    assert f"the {cache.KEPT_ENTRIES} entries used last" in " ".join(readme.split())
