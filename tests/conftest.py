@@ -60,6 +60,20 @@ def _keep_bytecode_with_the_checkout() -> None:
 _keep_bytecode_with_the_checkout()
 
 
+def _one_blas_thread() -> None:
+    """numpy's OpenBLAS with one thread, in this process and every process it starts.
+
+    Imported, OpenBLAS starts a thread per core, and that start costs about 0.1 s of
+    CPU time in each of the few hundred processes of a test run that import numpy
+    (adapters served over stdio, the command run as a user runs it, the workers):
+    nothing here multiplies a matrix. A value the environment sets is kept.
+    """
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+_one_blas_thread()
+
+
 #: A hash program folding at least this many bytes is a long fold (the four 1 MiB
 #: known-answer vectors): worth remembering.
 LONG_FOLD = 64 * 1024
