@@ -142,11 +142,11 @@ class _RememberingValidator:
 def _validate_each_document_once() -> None:
     """Each shipped file's schema validation, done once per test process.
 
-    A full load of the suite (the cache bypassed or missed: about 20 in a test run,
-    each test that compares a fresh load with a cached one, or loads a modified copy)
-    spends most of its 1.6 s validating the same 57 documents against their schemas
-    again. Validation is a pure function of the schema and the data, so a document
-    already found valid in this process is valid again (:class:`_RememberingValidator`);
+    A full load of the suite (the cache bypassed or missed: each test that compares a
+    fresh load with a cached one, or loads a modified copy) spends most of its time
+    validating the same documents against their schemas again. Validation is a pure
+    function of the schema and the data, so a document already found valid in this
+    process is valid again (:class:`_RememberingValidator`);
     a changed document, and any document with an error, is validated in full. The
     schemas themselves are cached by name in the command as well
     (``yamlsource.schema``). Processes the tests start validate everything themselves.
