@@ -85,3 +85,54 @@ def test_over_stdio_the_trace_is_the_lines_on_the_wire(tmp_path: Path) -> None:
     assert '> {"seq":' in text and '"op":"verify","recorded":null' in text  # as sent, seq and all
     assert '"kind":"unmarked"' in text  # as the adapter wrote it
     assert '> {"seq":' in text and '"op":"reset"}' in text  # the end of the program
+
+
+def _traced_labels(trace: Path, case_id: str) -> list[tuple[str, str]]:
+    """Each request of one case in the trace: the label beside it and its ``op``."""
+    lines = trace.read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"scenario {case_id}: "))
+    out: list[tuple[str, str]] = []
+    label = None
+    for line in lines[start + 1 :]:
+        if not line.strip():
+            break
+        text = line.strip()
+        if text.startswith("> "):
+            assert label is not None
+            out.append((label, json.loads(text[2:])["op"]))
+        elif not text.startswith("< "):
+            label = text.split(" ", 1)[1] if " " in text else ""
+    return out
+
+
+@pytest.mark.parametrize(
+    "case_id", ["identity.alloc.never-reissued-after-drop", "prefix.tier.restarted-process-reuses"]
+)
+def test_a_restarted_adapter_does_not_shift_the_steps_beside_the_wire(
+    case_id: str, tmp_path: Path
+) -> None:
+    """The handshake of an adapter started again before a case is named for what it is:
+    every request of the case stays beside the step that sent it, as in a run where
+    the adapter never stopped (a restart step inside the case, too)."""
+    fixture = Path(__file__).resolve().parent / "fixtures" / "misbehaving_adapter.py"
+    served = f"{sys.executable} -m kvconform.serve"
+    crashing_first = f"{sys.executable} {fixture} crash --once {tmp_path / 'crashed'}"
+    first = "identity.alloc.increasing-across-constructions"  # before both cases in the suite
+    labels = {}
+    for name, command in (("steady", served), ("restarted", crashing_first)):
+        trace = tmp_path / f"{name}.txt"
+        cli.main(
+            ["run", "--quiet", "--id", first, "--id", case_id, "--adapter-cmd", command,
+             "--trace", str(trace)]
+        )  # fmt: skip
+        labels[name] = _traced_labels(trace, case_id) if trace.is_file() else []
+    steady, restarted = labels["steady"], labels["restarted"]
+    assert steady and all(op != "hello" for _, op in steady[:1])
+    assert restarted[0][1] == "hello" and "handshake" in restarted[0][0]
+    assert restarted[1:] == steady
+    for label, op in steady:  # the harness's own requests are never a program step's
+        if label.endswith("(restart)"):
+            assert op in ("shutdown", "hello"), (label, op)
+        else:
+            assert label.startswith("step ") == (op not in ("hello", "shutdown", "reset"))
+    assert steady[-1] == ("(end of program)", "reset")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -12,6 +13,8 @@ from typing import TextIO
 
 from kvconform.cli.common import _said
 from kvconform.harness.runner import CaseResult, step_labels
+from kvconform.harness.scenario import Case
+from kvconform.protocol.steps import HARNESS_STEPS
 from kvconform.rendering import clip
 from kvconform.reports.untrusted import one_line
 
@@ -38,26 +41,67 @@ _TRACE_LINE_LIMIT = 4000
 def _with_wire(result: CaseResult, wire: Sequence[tuple[str, bytes]]) -> CaseResult:
     """The case's trace as the exact lines on the wire, each beside the step that sent it.
 
-    Requests and responses pair up in order (a program is sent whole, then read);
-    the last pair is the ``reset`` that ends the program. Lines are shown as the
-    adapter wrote them, control characters escaped (:mod:`.reports.untrusted`), each
-    clipped to :data:`_TRACE_LINE_LIMIT` characters with a note of its length.
+    Requests and responses pair up in order (a program is sent whole, then read).
+    Each request is labelled by :func:`_wire_labels`. Lines are shown as the adapter
+    wrote them, control characters escaped (:mod:`.reports.untrusted`), each clipped to
+    :data:`_TRACE_LINE_LIMIT` characters with a note of its length.
     """
 
     if not wire:
         return result
     sent = [line for direction, line in wire if direction == "send"]
     received = [line for direction, line in wire if direction == "recv"]
-    steps = step_labels(result.case)
+    labels = _wire_labels(result.case, sent)
     lines: list[str] = []
     for index in range(max(len(sent), len(received))):
-        label = steps.get(index, "") if index < len(result.case.program) else "(end of program)"
-        lines.append(f"{index + 1:>3} {label}")
+        lines.append(f"{index + 1:>3} {labels[index] if index < len(labels) else ''}".rstrip())
         for mark, side in ((">", sent), ("<", received)):
             text = side[index].decode("utf-8", "backslashreplace") if index < len(side) else ""
             shown = one_line(clip(text, _TRACE_LINE_LIMIT)) if text else "(nothing)"
             lines.append(f"    {mark} {shown}")
     return dataclasses.replace(result, trace=tuple(lines))
+
+
+def _wire_labels(case: Case, sent: Sequence[bytes]) -> list[str]:
+    """Beside each request of ``sent``, the step of ``case`` that sent it.
+
+    The operations of the program go out in order; between them the harness sends
+    requests of its own, named for what they are: the handshake of an adapter started
+    for this case (after the one before it broke), the ``shutdown`` and handshake of a
+    ``restart`` step (labelled as that step, PROTO-37), and the ``reset`` that ends the
+    program or a part of it before a restart. A request is told apart by its ``op``
+    (the harness wrote the line itself).
+    """
+    steps = step_labels(case)
+    program = case.program
+    position = 0  # the operation of the program that goes on the wire next
+    labels: list[str] = []
+    for line in sent:
+        name = _request_op(line)
+        pending = program[position] if position < len(program) else None
+        if name == "reset":
+            labels.append("(end of program)" if pending is None else "(end of a part: reset)")
+        elif name in ("hello", "shutdown") and isinstance(pending, HARNESS_STEPS):
+            labels.append(steps.get(position) or f"step ({pending.name})")
+            position += name == "hello"  # the restart is done once the new process answers
+        elif name == "hello":
+            labels.append("(handshake: the adapter started for this case)")
+        elif name == "shutdown":
+            labels.append("(shutdown)")
+        else:
+            labels.append(steps.get(position, ""))
+            position += 1
+    return labels
+
+
+def _request_op(line: bytes) -> str | None:
+    """The ``op`` of a request line the harness wrote; ``None`` if it has none."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    op = message.get("op") if isinstance(message, dict) else None
+    return op if isinstance(op, str) else None
 
 
 def _write_trace(

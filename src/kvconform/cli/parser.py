@@ -99,7 +99,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help=(
             "record every request and response of the run, numbered beside the step that "
-            "sent it, into FILE; failing cases carry their trace in every report"
+            "sent it (the harness's own requests -- handshake, shutdown, reset -- named as "
+            "such), into FILE; failing cases carry their trace in every report"
         ),
     )
     out.add_argument(
