@@ -18,10 +18,10 @@ that cite a requirement the mutant breaks, and the rest of the suite only if
 none of those fails. The full list of killing cases, for every mutant, is
 ``test_kill_matrix`` with ``KVCONFORM_KILL_MATRIX`` set (docs/mutation-testing.md);
 it is not needed to decide whether a mutant is killed.
-Hash-only programs (the known-answer vectors, among them four 1 MiB folds)
-are pure functions of the hasher, so an adapter whose ``hash`` *is* the
-reference adapter's gets the reference's outcomes for them from a memo
-(tests/hash_memo.py) instead of folding the same megabytes again.
+The reference's long folds (four 1 MiB known-answer vectors) are computed once
+per test process (``_fold_long_programs_once`` in tests/conftest.py), so a mutant
+whose ``hash`` is the reference adapter's does not fold the same megabytes again;
+a mutant with a hashing code path of its own folds for itself.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from kvconform.harness import suite
 from kvconform.harness.case import Case
 from kvconform.harness.runner import CaseResult, run_case, run_cases
 from kvconform.protocol.adapter import Adapter
-from tests.hash_memo import MemoDriver
+from kvconform.protocol.driver import InProcessDriver
 from tests.mutants import MODULES, Mutant, all_mutants
 from tests.mutants._kit import KIT_ADAPTERS
 from tests.verdicts import not_passing
@@ -60,7 +60,9 @@ def run_suite(name: str, adapter: Adapter) -> list[CaseResult]:
     if name not in _RESULTS:
         # strict: a mutant whose only fault is a message (ERR-13) is caught, as advice by
         # default and as a failure under --strict-messages (CONF-12)
-        _RESULTS[name] = run_cases(suite.all_cases(), MemoDriver(adapter), strict_messages=True)
+        _RESULTS[name] = run_cases(
+            suite.all_cases(), InProcessDriver(adapter), strict_messages=True
+        )
     return _RESULTS[name]
 
 
@@ -78,7 +80,7 @@ def aimed_cases(mutant: Mutant) -> list[Case]:
 
 def run_aimed(mutant: Mutant) -> list[CaseResult]:
     """The results of :func:`aimed_cases` for ``mutant``, through one driver."""
-    return run_cases(aimed_cases(mutant), MemoDriver(mutant.factory()), strict_messages=True)
+    return run_cases(aimed_cases(mutant), InProcessDriver(mutant.factory()), strict_messages=True)
 
 
 def first_killers(mutant: Mutant) -> list[str]:
@@ -94,7 +96,7 @@ def first_killers(mutant: Mutant) -> list[str]:
     aimed = sorted(aimed_cases(mutant), key=lambda case: case.kind == "vector")
     first = {case.id for case in aimed}
     rest = [c for c in suite.all_cases() if c.id not in first]
-    driver = MemoDriver(mutant.factory())
+    driver = InProcessDriver(mutant.factory())
     for case in (*aimed, *rest):
         if run_case(case, driver, strict_messages=True).verdict == "failed":
             return [case.id]

@@ -25,7 +25,6 @@ import pytest
 from kvconform.harness import suite
 from kvconform.harness.runner import run_cases
 from kvconform.protocol.driver import Driver, InProcessDriver
-from tests.hash_memo import MemoDriver
 from tests.variants import MODULES, Variant, all_variants
 
 pytestmark = pytest.mark.covers("CONF-3", "CONF-12", "CONF-6", "CONF-7", "PLAN-17", "ERR-9")
@@ -84,9 +83,9 @@ def test_the_variants_are_registered() -> None:
 @pytest.mark.parametrize("v", VARIANTS, ids=lambda v: v.name)
 def test_variant_passes_every_case(v: Variant) -> None:
     # in process, a variant whose hash is the reference's own function gets the reference's
-    # outcomes for the hash-only programs from a memo (tests/hash_memo.py): the same pure
-    # function of the same input; a variant with a hashing code path of its own folds them
-    driver: Driver = _stdio_driver(v) if v.transport == "stdio" else MemoDriver(v.factory())
+    # long folds from the test process's memo (tests/conftest.py): the same pure function
+    # of the same input; a variant with a hashing code path of its own folds them
+    driver: Driver = _stdio_driver(v) if v.transport == "stdio" else InProcessDriver(v.factory())
     try:
         results = run_cases(suite.all_cases(), driver)
     finally:
