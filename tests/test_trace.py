@@ -136,3 +136,22 @@ def test_a_restarted_adapter_does_not_shift_the_steps_beside_the_wire(
         else:
             assert label.startswith("step ") == (op not in ("hello", "shutdown", "reset"))
     assert steady[-1] == ("(end of program)", "reset")
+
+
+def test_a_restart_step_is_not_shown_as_a_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``restart`` is done by the harness and never sent (PROTO-37): neither the
+    in-process trace nor ``explain``, which show each operation in its wire form, may
+    show it as a request an adapter would have to answer."""
+    trace = tmp_path / "trace.txt"
+    case_id = "prefix.tier.restarted-process-reuses"
+    assert cli.main(["run", "--quiet", "--id", case_id, "--trace", str(trace)]) == cli.EXIT_OK
+    text = trace.read_text(encoding="utf-8")
+    assert '"op": "restart"' not in text
+    assert "(restart)\n      > (restart: done by the harness" in text
+    assert "      < (done)" in text
+    capsys.readouterr()
+    assert cli.main(["explain", case_id]) == cli.EXIT_OK
+    explained = capsys.readouterr().out
+    assert '"op": "restart"' not in explained and "(restart: done by the harness" in explained

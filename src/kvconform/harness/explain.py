@@ -9,7 +9,6 @@ vector that cites it. Everything shown comes from the suite's own files.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,7 +30,7 @@ from kvconform.harness.checks import (
     show_error,
 )
 from kvconform.harness.scenario import Case
-from kvconform.protocol import codec
+from kvconform.protocol.steps import shown
 from kvconform.values import DECISIONS
 
 _RATIONALE = "*Rationale:*"
@@ -210,7 +209,7 @@ def _steps(case: Case) -> list[str]:
             expected.setdefault(check.op_index, []).append(expectation_text(check.expect))
     lines = []
     for index, op in enumerate(case.program):
-        lines.append(f"{index + 1:>3}. {json.dumps(codec.to_wire(op), ensure_ascii=False)}")
+        lines.append(f"{index + 1:>3}. {shown(op, ensure_ascii=False)}")
         for text in expected.get(index, []):
             lines.append(f"       expects {text}")
     for check in case.checks:

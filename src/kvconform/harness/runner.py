@@ -22,6 +22,7 @@ from kvconform.harness.scenario import Case
 from kvconform.protocol import codec
 from kvconform.protocol.driver import Driver
 from kvconform.protocol.operations import CacheAllocId, Measure, ModelInstanceId, Op, Stamp, Verify
+from kvconform.protocol.steps import HARNESS_STEPS, shown
 from kvconform.values import AdapterInfo, Broken, Ok, Outcome, Refused
 
 #: ``not_run``: the run ended before the case (its adapter was given up); no verdict.
@@ -144,12 +145,14 @@ def trace_lines(case: Case, outcomes: Sequence[Outcome]) -> tuple[str, ...]:
     lines: list[str] = []
     for index, (op, outcome) in enumerate(zip(case.program, outcomes, strict=False)):
         lines.append(f"{index + 1:>3} {steps.get(index, '')}")
-        lines.append(f"    > {json.dumps(codec.to_wire(op))}")
+        lines.append(f"    > {shown(op)}")
         lines.append(f"    < {_answer(op, outcome)}")
     return tuple(lines)
 
 
 def _answer(op: Op, outcome: Outcome) -> str:
+    if isinstance(op, HARNESS_STEPS) and isinstance(outcome, Ok):
+        return "(done)"
     if isinstance(outcome, Ok):
         return json.dumps(codec.result_to_wire(op, outcome.value))
     if isinstance(outcome, Refused):

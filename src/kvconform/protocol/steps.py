@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from kvconform.protocol import codec
 from kvconform.protocol import operations as ops
 from kvconform.values import Broken, Outcome
 
@@ -43,6 +45,14 @@ class Restart(ops.Op):
 
 #: Harness steps that are no operation of the table (never sent, never dispatched).
 HARNESS_STEPS: tuple[type[ops.Op], ...] = (Restart,)
+
+
+def shown(op: ops.Op, *, ensure_ascii: bool = True) -> str:
+    """``op`` as a trace or an explanation shows it: a request in its protocol-1 wire
+    form, or what the harness does for a harness step, which is never sent (PROTO-37)."""
+    if isinstance(op, HARNESS_STEPS):
+        return f"({op.name}: done by the harness, not a request to the adapter)"
+    return json.dumps(codec.to_wire(op), ensure_ascii=ensure_ascii)
 
 
 def storage_names(program: Sequence[ops.Op]) -> list[str]:
