@@ -68,6 +68,9 @@ def test_bad_arguments_exit_2_with_one_clear_line(argv: list[str], fragment: str
     assert fragment in err
     assert "Traceback" not in err
     assert err.count("\n") == 1
+    for word in argv:  # a file the line names is named once
+        if word.endswith(".json"):
+            assert err.count(word) == 1, err
 
 
 @pytest.mark.parametrize(

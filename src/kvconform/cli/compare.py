@@ -26,7 +26,7 @@ def cmd_compare(args: argparse.Namespace, err: TextIO) -> int:
         try:
             reports.append(record.read(path))
         except SourceError as exc:
-            raise UsageError(f"{path}: not a kvconform JSON report ({exc})") from None
+            raise UsageError(f"not a kvconform JSON report: {exc}") from None  # exc names the file
     differ = html.suites_differ(reports)
     if differ:
         err.write(f"kvconform: warning: {_said(differ)}\n")

@@ -273,7 +273,9 @@ def _read(path: Path) -> str:
                 str(path), None, "", f"cannot be read: larger than {MAX_FILE_BYTES} bytes"
             )
         text = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:  # the path is named once, by the error, not again by the OS's words
+        raise SourceError(str(path), None, "", f"cannot be read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
         raise SourceError(str(path), None, "", f"cannot be read: {exc}") from None
     return text.replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
 
