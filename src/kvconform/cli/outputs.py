@@ -82,7 +82,7 @@ def _wire_labels(case: Case, sent: Sequence[bytes]) -> list[str]:
         if name == "reset":
             labels.append("(end of program)" if pending is None else "(end of a part: reset)")
         elif name in ("hello", "shutdown") and isinstance(pending, HARNESS_STEPS):
-            labels.append(steps.get(position) or f"step ({pending.name})")
+            labels.append(steps.get(position, ""))
             position += name == "hello"  # the restart is done once the new process answers
         elif name == "hello":
             labels.append("(handshake: the adapter started for this case)")
