@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import typing
+import sys
 from dataclasses import dataclass
 from typing import Annotated, ClassVar, Literal
 
@@ -596,29 +596,29 @@ _KIND_OF_TYPE: dict[object, FieldKind] = {
 }
 
 
+@functools.cache
+def _hint(text: str, module: str) -> object:
+    """An annotation kept as text, evaluated once (``get_type_hints`` compiles each anew)."""
+    return eval(text, vars(sys.modules[module]))  # a module's own annotations, never input
+
+
 def _spec(cls: type[Op]) -> OpSpec:
-    hints = typing.get_type_hints(cls, include_extras=True)
     fields = []
     for f in dataclasses.fields(cls):
-        kind = _KIND_OF_TYPE.get(hints[f.name])
+        owner = next(c for c in cls.__mro__ if f.name in vars(c).get("__annotations__", {}))
+        hint = _hint(f.type, owner.__module__) if isinstance(f.type, str) else f.type
+        kind = _KIND_OF_TYPE.get(hint)
         if kind is None:
-            raise TypeError(f"{cls.__name__}.{f.name}: no field kind for {hints[f.name]!r}")
+            raise TypeError(f"{cls.__name__}.{f.name}: no field kind for {hint!r}")
         fields.append(
             FieldSpec(
                 f.name, kind, f.default is not dataclasses.MISSING, bool(f.metadata.get("added"))
             )
         )
     return OpSpec(
-        cls,
-        cls.name,
-        cls.needs,
-        cls.result,
-        tuple(fields),
-        cls.cites,
-        cls.relation,
-        cls.nonzero,
-        cls.not_generated,
-    )
+        cls, cls.name, cls.needs, cls.result, tuple(fields),
+        cls.cites, cls.relation, cls.nonzero, cls.not_generated
+    )  # fmt: skip
 
 
 #: The table, in the protocol document's order.
