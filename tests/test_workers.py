@@ -6,11 +6,18 @@ loaded in full, a run of the whole suite over stdio) carry one ``xdist_group``, 
 stops working, nothing fails: each worker makes the fixture again and the loop only
 grows slower (pytest 9.2 with pytest-xdist 3.8: pytest-dev/pytest-xdist#1386; the test
 extra keeps pytest below 9.2 for this). This test says so instead.
+
+And how a worker ends: the collection ``tests/conftest.py`` makes before pytest's last
+check for exceptions raised in finalizers must leave that check nothing to miss.
 """
 
 from __future__ import annotations
 
+import gc
+
 import pytest
+
+from tests import conftest
 
 
 def _distribution(config: pytest.Config) -> str:
@@ -38,3 +45,28 @@ def test_a_group_is_kept_on_one_worker(request: pytest.FixtureRequest) -> None:
         f"mark is ignored under pytest {pytest.__version__} (pytest-dev/pytest-xdist#1386); "
         "install the test extra's pytest (pip install -e '.[test]')"
     )
+
+
+def test_the_last_collection_runs_every_finalizer_before_the_heap_is_set_aside() -> None:
+    """Fails a worker that sets its heap aside (``gc.freeze``) with garbage still in it,
+    or after one collection only: pytest's check would then never see a finalizer that
+    garbage holds, nor one of the garbage that finalizer leaves."""
+    ran: list[str] = []
+
+    class Cycle:
+        def __init__(self, name: str, then: str = "") -> None:
+            self.name, self.then, self.me = name, then, self
+
+        def __del__(self) -> None:
+            ran.append(self.name)
+            if self.then:  # garbage left by a finalizer: found only by a later collection
+                Cycle(self.then)
+
+    Cycle("first", then="second")
+    frozen = gc.get_freeze_count()
+    try:
+        conftest.pytest_unconfigure(pytest.Config.__new__(pytest.Config))
+        assert ran == ["first", "second"]
+        assert gc.get_freeze_count() > frozen
+    finally:
+        gc.unfreeze()
