@@ -312,3 +312,52 @@ def test_a_warm_run_over_stdio_imports_only_what_it_needs(tmp_path: Path) -> Non
         if any(name == m or name.startswith(m + ".") for m in NOT_ON_A_WARM_RUN)
     )
     assert not unexpected, f"a warm run over stdio imported {unexpected}"
+
+
+#: What a pytest session that never meets the suite must not import (the plugin is
+#: loaded in every session of every project where kvconform is installed).
+NOT_IN_AN_UNRELATED_SESSION = (
+    "kvconform.harness.suite",
+    "kvconform.harness.scenario",
+    "kvconform.harness.runner",
+    "kvconform.protocol",
+    "kvconform.values",
+    "kvconform_reference",
+)
+
+_SESSION_PROBE = """
+import json, sys
+import pytest
+class Probe:
+    def pytest_sessionfinish(self):
+        self.modules = sorted(sys.modules)
+probe = Probe()
+status = pytest.main(["-q", "-p", "no:cacheprovider", sys.argv[1]], plugins=[probe])
+print(json.dumps({"status": int(status), "modules": probe.modules}))
+"""
+
+
+def test_a_session_that_never_meets_the_suite_loads_only_the_plugin(tmp_path: Path) -> None:
+    """Fails a plugin that imports the harness, the drivers or the reference when pytest
+    loads it: every test run of a project with kvconform installed would pay for them
+    (about 70 ms a process before). Passes any plugin that imports them when a session
+    collects or runs a case."""
+    (tmp_path / "test_theirs.py").write_text("def test_theirs():\n    assert True\n")
+    (tmp_path / "settings.yaml").write_text("name: not a kvconform file\n")
+    done = subprocess.run(
+        [sys.executable, "-c", _SESSION_PROBE, str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    probe = json.loads(done.stdout.splitlines()[-1])
+    assert probe["status"] == 0, done.stdout
+    assert "kvconform.plugin" in probe["modules"]
+    loaded = sorted(
+        name
+        for name in probe["modules"]
+        if any(name == m or name.startswith(m + ".") for m in NOT_IN_AN_UNRELATED_SESSION)
+    )
+    assert not loaded, f"a session that never met the suite imported {loaded}"

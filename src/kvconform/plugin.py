@@ -18,22 +18,26 @@ import shlex
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 import kvconform
 from kvconform.adapters import DEFAULT_ADAPTER, AdapterSpecError, load_adapter
-from kvconform.harness import manifest, suite
-from kvconform.harness.runner import CaseResult, render_advice, run_case
-from kvconform.harness.scenario import Case
-from kvconform.harness.yamlsource import SourceError
-from kvconform.protocol.client import AdapterStartError, StdioDriver
-from kvconform.protocol.driver import Driver, InProcessDriver
+from kvconform.harness import manifest, paths
 from kvconform.rendering import clip
 from kvconform.reports.untrusted import one_line
 
-_DRIVER = pytest.StashKey[Driver]()
+# pytest loads this module in every session of every project where kvconform is
+# installed: what runs cases (the harness, the suite, the drivers) is imported only by a
+# session that meets the suite, in the hooks below (tests/test_startup_path.py).
+if TYPE_CHECKING:
+    from kvconform.harness.runner import CaseResult
+    from kvconform.harness.scenario import Case
+    from kvconform.protocol.client import StdioDriver
+    from kvconform.protocol.driver import Driver
+
+_DRIVER = pytest.StashKey["Driver"]()
 _SEEN = pytest.StashKey[dict[str, str]]()
 #: The suite as the manifest's loader sees it: each data file it loads, by resolved path,
 #: with its name in the manifest (``scenarios/...``, ``vectors/...``).
@@ -127,7 +131,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 f"the installed suite differs from its manifest ({integrity.problems()}); "
                 "reinstall kvconform, or pass --kv-allow-modified to run it anyway"
             )
-        for directory in (suite.scenarios_dir(), suite.vectors_dir()):
+        for directory in (paths.scenarios_dir(), paths.vectors_dir()):
             if str(directory) not in config.args:
                 config.args.append(str(directory))
 
@@ -135,8 +139,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def _suite_roots() -> dict[str, Path]:
     """The installed suite's data folders, resolved, by their names in the manifest."""
     return {
-        "scenarios": suite.scenarios_dir().resolve(),
-        "vectors": suite.vectors_dir().resolve(),
+        "scenarios": paths.scenarios_dir().resolve(),
+        "vectors": paths.vectors_dir().resolve(),
     }
 
 
@@ -190,6 +194,8 @@ def driver_for(config: pytest.Config) -> Driver:
     """The one driver of this run, made on first use."""
     driver = config.stash.get(_DRIVER, None)
     if driver is None:
+        from kvconform.protocol.driver import InProcessDriver
+
         command = config.getoption("kv_adapter_cmd")
         if command is not None:
             driver = _stdio_driver(command, config.getoption("kv_timeout"))
@@ -209,6 +215,8 @@ def driver_for(config: pytest.Config) -> Driver:
 
 
 def _stdio_driver(command: str, timeout: float) -> StdioDriver:
+    from kvconform.protocol.client import AdapterStartError, StdioDriver
+
     try:
         argv = shlex.split(command)
     except ValueError as exc:
@@ -312,7 +320,7 @@ class _Refused(pytest.File):
         )
 
 
-_COMPILED = pytest.StashKey[dict[Path, list[Case]]]()
+_COMPILED = pytest.StashKey["dict[Path, list[Case]]"]()
 
 
 def _compiled(config: pytest.Config) -> dict[Path, list[Case]]:
@@ -321,6 +329,9 @@ def _compiled(config: pytest.Config) -> dict[Path, list[Case]]:
     load as a whole, and each file is then loaded alone and words its own error."""
     compiled = config.stash.get(_COMPILED, None)
     if compiled is None:
+        from kvconform.harness import suite
+        from kvconform.harness.yamlsource import SourceError
+
         compiled = {}
         try:
             everything = suite.all_cases()
@@ -342,6 +353,9 @@ class CaseFile(pytest.File):
     def collect(self) -> Iterator[CaseItem]:
         cases = _compiled(self.config).get(self.path.resolve()) if self.as_shipped else None
         if cases is None:
+            from kvconform.harness import suite
+            from kvconform.harness.yamlsource import SourceError
+
             try:
                 cases = suite.load_file(self.path)
                 suite.check_references(cases)
@@ -371,6 +385,8 @@ class CaseItem(pytest.Item):
             self.user_properties.append(("requirement", req))
 
     def runtest(self) -> None:
+        from kvconform.harness.runner import render_advice, run_case
+
         strict = bool(self.config.getoption("kv_strict_messages"))
         result = run_case(self.case, driver_for(self.config), strict_messages=strict)
         if result.verdict == "not_applicable":

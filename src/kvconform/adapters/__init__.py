@@ -5,9 +5,10 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kvconform.protocol.adapter import Adapter
+if TYPE_CHECKING:
+    from kvconform.protocol.adapter import Adapter
 
 #: What ``--kv-adapter`` means when it is not given.
 DEFAULT_ADAPTER = "kvconform.adapters.reference:ReferenceAdapter"
@@ -30,6 +31,8 @@ def load_adapter(spec: str) -> Adapter:
     kvconform ships (the default, the reference) it is not: a ``numpy.py`` in the folder
     the command runs in is never imported in place of the real one.
     """
+    from kvconform.protocol.adapter import Adapter  # here: the pytest plugin loads this module
+
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise AdapterSpecError(f"adapter {spec!r}: expected 'module:factory'")
