@@ -19,6 +19,12 @@ them by test file. A process a test started and never waited for (killed, or lef
 running) is not counted; wall time under several workers includes waiting for a core.
 It measures and asserts nothing; the figures are only comparable within one machine
 and one load (bench/README.md).
+
+The machine's own speed moves too: on a shared virtual machine the same code has taken
+from 110 s to 180 s. So the controlling process times a fixed piece of work alone, before
+the first test and after the last (:func:`gauge`: an FNV-1a fold of 1 MiB in Python),
+and the report gives both times and the run's CPU time in those units: two runs are
+comparable when their gauges are, and their CPU time in gauge units is, whatever the load.
 """
 
 from __future__ import annotations
@@ -60,6 +66,20 @@ class _Collector:
         self.counts[generation] += 1
 
 
+#: The work :func:`gauge` times: bytes folded.
+GAUGE_BYTES = 1024 * 1024
+
+
+def gauge() -> float:
+    """CPU seconds this process takes to fold :data:`GAUGE_BYTES` with FNV-1a in Python."""
+    data = bytes(range(256)) * (GAUGE_BYTES // 256)
+    started = time.process_time()
+    state = 0xCBF29CE484222325
+    for byte in data:
+        state = ((state ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return time.process_time() - started
+
+
 def _cpu() -> tuple[float, float]:
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -69,9 +89,12 @@ def _cpu() -> tuple[float, float]:
 class _Census:
     """The plugin object: one line per test, and the process's totals at the end."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, controller: bool) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self._out = (folder / f"{os.getpid()}.jsonl").open("a", encoding="utf-8")
+        self._controller = controller
+        if controller:  # alone on the machine: no worker has started yet
+            self._write({"gauge": gauge(), "when": "start"})
         self._collector = _Collector()
         gc.callbacks.append(self._collector)
 
@@ -97,6 +120,8 @@ class _Census:
         return result
 
     def pytest_unconfigure(self, config: Any) -> None:
+        if self._controller:  # every worker has ended
+            self._write({"gauge": gauge(), "when": "end"})
         own, children = _cpu()
         self._write(
             {
@@ -116,22 +141,29 @@ def pytest_configure(config: Any) -> None:
     """Loaded with ``-p loop_census``: records where ``KVCONFORM_CENSUS`` names a folder."""
     folder = os.environ.get(ENV)
     if folder:
-        config.pluginmanager.register(_Census(Path(folder)), "loop-census")
+        controller = not hasattr(config, "workerinput")  # pytest-xdist's workers have it
+        config.pluginmanager.register(_Census(Path(folder), controller), "loop-census")
 
 
-def _records(folder: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _records(
+    folder: Path,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     if not folder.is_dir():
         raise SystemExit(f"{folder}: not a folder")
     tests: list[dict[str, Any]] = []
     processes: list[dict[str, Any]] = []
+    gauges: list[dict[str, Any]] = []
     for path in sorted(folder.glob("*.jsonl")):
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 raise SystemExit(f"{path}:{number}: not a census line") from None
-            (tests if "test" in record else processes).append(record)
-    return tests, processes
+            if "gauge" in record:
+                gauges.append(record)
+            else:
+                (tests if "test" in record else processes).append(record)
+    return tests, processes, gauges
 
 
 def _area(test: str) -> str:
@@ -145,7 +177,7 @@ def _area(test: str) -> str:
 
 def report(folder: Path, dearest: int) -> str:
     """The census in ``folder``, by test file (:func:`_area`), dearest first."""
-    tests, processes = _records(folder)
+    tests, processes, gauges = _records(folder)
     if not tests:
         raise SystemExit(f"{folder}: no census lines (run pytest with -p loop_census and {ENV})")
     by_file: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
@@ -168,6 +200,14 @@ def report(folder: Path, dearest: int) -> str:
         lines.append(
             f"the test processes in all: {total:.1f} s of their own, "
             f"{total - own:.1f} s of it outside any test (start-up, collection, the end)"
+        )
+    if gauges:
+        times = {g["when"]: g["gauge"] for g in gauges}
+        mean = sum(times.values()) / len(times)
+        said = ", ".join(f"{seconds:.3f} s at the {when}" for when, seconds in times.items())
+        lines.append(
+            f"the machine's gauge ({GAUGE_BYTES // 1024} KiB folded alone): {said}; "
+            f"the run's CPU time is {(own + children) / mean:.0f} gauges"
         )
     lines.append(f"{'CPU s':>7} {'own':>6} {'child':>6} {'gc':>5} {'tests':>5}  file")
     for name, (mine, theirs, gc_s, count) in sorted(

@@ -64,6 +64,27 @@ def test_a_line_that_is_not_json_is_named_with_its_file_and_line(tmp_path: Path)
         census.report(tmp_path / "missing", 0)
 
 
+def census_report_line(folder: Path) -> str:
+    """The report's line about the machine's gauge."""
+    text = _census().report(folder, 0)
+    return next(line for line in text.splitlines() if "gauge" in line)
+
+
+def test_the_report_gives_the_run_in_gauges(tmp_path: Path) -> None:
+    census = _census()
+    _lines(
+        tmp_path,
+        "1.jsonl",
+        {"gauge": 0.1, "when": "start"},
+        {"test": "tests/test_a.py::test_one", "own": 3.0, "children": 1.5, "gc": 0.0},
+        {"gauge": 0.05, "when": "end"},
+    )
+    line = census_report_line(tmp_path)
+    assert "0.100 s at the start, 0.050 s at the end" in line
+    assert line.endswith("the run's CPU time is 60 gauges")  # 4.5 s / 0.075 s
+    assert census.report(tmp_path, 0).startswith("1 tests in 0 processes")  # not a test
+
+
 def test_the_plugin_counts_a_test_and_the_process_it_waits_for(tmp_path: Path) -> None:
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "test_spin.py").write_text(
@@ -91,6 +112,9 @@ def test_the_plugin_counts_a_test_and_the_process_it_waits_for(tmp_path: Path) -
     records = [json.loads(line) for line in path.read_text().splitlines()]
     (test,) = [r for r in records if "test" in r]
     (process,) = [r for r in records if "process" in r]
+    gauges = {r["when"]: r["gauge"] for r in records if "gauge" in r}
+    assert set(gauges) == {"start", "end"} and all(g > 0 for g in gauges.values())
+    assert census_report_line(folder).startswith("the machine's gauge (1024 KiB folded alone): ")
     assert test["test"] == "test_spin.py::test_spins_a_child"
     assert test["children"] > 0.01  # the child's CPU time, not the test's own
     assert process["own"] >= test["own"] and process["children"] >= test["children"]
