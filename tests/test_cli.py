@@ -46,6 +46,29 @@ def test_default_run_is_green_against_the_reference() -> None:
 
 
 @pytest.mark.parametrize(
+    "argv",
+    [
+        ["--report-dir", "made/deeper", "--id", "no.such.case"],  # refused after the folder
+        ["--report-dir", "made", "--seed", "3"],  # --seed without --generated
+        ["--report-dir", "made", "--export-counterexamples", "also/made", "--id", "no.such"],
+        ["--report-dir", "kept", "--id", "no.such.case"],
+    ],
+)
+def test_a_refused_run_leaves_no_folder_behind(
+    argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fails a command that makes its output folders, then refuses the run as a usage
+    error and leaves them (a stray ``x/`` appeared in checkouts this way). Passes any
+    command that refuses before making them or removes what it made; a folder that was
+    there before, empty, is the user's and stays."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kept").mkdir()
+    status, _, err = run("run", *argv)
+    assert status == cli.EXIT_USAGE, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"]
+
+
+@pytest.mark.parametrize(
     "argv, fragment",
     [
         (["run", "--bogus"], "unrecognized arguments: --bogus"),

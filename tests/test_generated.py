@@ -573,9 +573,13 @@ def test_a_counterexample_that_cannot_be_written_leaves_the_verdict_and_exit_2(
         (["run", "--allow-modified", "--generated", "0"], "expected 1 .. 1000000"),
     ],
 )
-def test_generated_options_are_checked(argv: list[str], fragment: str) -> None:
+def test_generated_options_are_checked(
+    argv: list[str], fragment: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     status, _, err = _cli(*argv)
     assert status == cli.EXIT_USAGE and fragment in err
+    assert not list(tmp_path.iterdir())  # the refused export folder was not made
 
 
 def test_without_generated_nothing_changes() -> None:

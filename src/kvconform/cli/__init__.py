@@ -13,7 +13,7 @@ keyed by the digest of the suite's files and the code, the 8 entries used last k
 Exit statuses (spec/security.md): 0 conformant for the declared classes (or,
 with an expectations file, no unexpected failure and no stale entry); 1 failures;
 2 a usage or suite error (a bad argument, an unwritable output, a malformed or
-modified suite file); 3 the adapter could not start, or stopped answering (the
+modified suite file; a folder made for the outputs is removed again if still empty); 3 the adapter could not start, or stopped answering (the
 cases it never ran are listed "not run"); 4 an internal error of kvconform
 (a bug: the reports so far are written, marked incomplete); 5 nothing judged
 (every selected case is not applicable to what the adapter declares); 130 interrupted
@@ -45,6 +45,8 @@ from kvconform.cli.common import (
     _said,
     _silence,
     _Visible,
+    keep_made_folders,
+    remove_made_folders,
     run_one_shot,
 )
 from kvconform.cli.compare import cmd_compare
@@ -74,6 +76,7 @@ def main(
             return cmd_explain(args, out, err)
         return cmd_compare(args, err)
     except UsageError as exc:
+        remove_made_folders()  # a refused command leaves nothing behind
         err.write(f"kvconform: error: {_said(exc)}\n")
         return EXIT_USAGE
     except AdapterStartFailed as exc:
@@ -94,6 +97,7 @@ def main(
         )
         return EXIT_INTERNAL
     finally:
+        keep_made_folders()
         restore()
 
 

@@ -4,6 +4,7 @@ an adapter's or a user's text is shown."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import os
 import shlex
@@ -84,18 +85,39 @@ def _probe(check: Callable[[], bool], what: str, path: Path) -> bool:
         raise UsageError(f"{what}: {path}: {exc.strerror or exc}") from None
 
 
+#: The folders this command has created for its outputs, outermost first: a command
+#: refused as a usage error removes those still empty (:func:`remove_made_folders`), so
+#: that a refusal leaves nothing behind, however late it comes.
+_MADE: list[Path] = []
+
+
 def _writable_dir(path: Path, what: str, *, create: bool = True) -> None:
     if _probe(path.exists, what, path) and not _probe(path.is_dir, what, path):
         raise UsageError(f"{what}: {path} exists and is not a directory")
     if create:
+        missing = [p for p in (path, *path.parents) if not os.path.lexists(p)]
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"{what}: cannot create {path}: {exc.strerror}") from None
+        _MADE.extend(p for p in reversed(missing) if p.is_dir())
     if not _probe(path.is_dir, what, path):
         raise UsageError(f"{what}: the folder {path} does not exist")
     if not os.access(path, os.W_OK | os.X_OK):
         raise UsageError(f"{what}: the folder {path} is not writable")
+
+
+def remove_made_folders() -> None:
+    """Remove the folders this command created that are still empty, innermost first."""
+    for path in reversed(_MADE):
+        with contextlib.suppress(OSError):
+            path.rmdir()  # only an empty folder: anything written into it stays
+    _MADE.clear()
+
+
+def keep_made_folders() -> None:
+    """The command is over: the folders it created are the user's now."""
+    _MADE.clear()
 
 
 def _same_file(a: Path, b: Path) -> bool:
