@@ -291,27 +291,34 @@ def test_a_warm_run_over_stdio_imports_only_what_it_needs(tmp_path: Path) -> Non
         f"{sys.executable} -m kvconform.serve",
     ]
     for _ in range(3):  # the first run fills the cache; an edit of the code empties it
-        done = subprocess.run(
-            [sys.executable, "-c", _PROBE, *argv],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=True,
-        )
-        probe = json.loads(done.stdout.splitlines()[-1])
-        assert probe["status"] == 0, done.stderr
+        probe = _probed(_PROBE, *argv, env=env)
         if probe["hit"]:
             break
     else:
         pytest.skip("the suite cache missed three times in a row (the code is being edited)")
-    imported = set(probe["modules"])
-    unexpected = sorted(
-        name
-        for name in imported
-        if any(name == m or name.startswith(m + ".") for m in NOT_ON_A_WARM_RUN)
-    )
+    unexpected = _among(probe["modules"], NOT_ON_A_WARM_RUN)
     assert not unexpected, f"a warm run over stdio imported {unexpected}"
+
+
+def _probed(script: str, *argv: str, **options: object) -> dict[str, object]:
+    """The JSON line a probe script prints last, after checking that it ran to status 0."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+        **options,  # type: ignore[call-overload]
+    )
+    probe: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+    assert probe["status"] == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return probe
+
+
+def _among(modules: object, packages: tuple[str, ...]) -> list[str]:
+    """The names in ``modules`` that are one of ``packages`` or inside one, sorted."""
+    assert isinstance(modules, list)
+    return sorted(n for n in modules if any(n == p or n.startswith(p + ".") for p in packages))
 
 
 #: What a pytest session that never meets the suite must not import (the plugin is
@@ -344,20 +351,7 @@ def test_a_session_that_never_meets_the_suite_loads_only_the_plugin(tmp_path: Pa
     collects or runs a case."""
     (tmp_path / "test_theirs.py").write_text("def test_theirs():\n    assert True\n")
     (tmp_path / "settings.yaml").write_text("name: not a kvconform file\n")
-    done = subprocess.run(
-        [sys.executable, "-c", _SESSION_PROBE, str(tmp_path)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    probe = json.loads(done.stdout.splitlines()[-1])
-    assert probe["status"] == 0, done.stdout
-    assert "kvconform.plugin" in probe["modules"]
-    loaded = sorted(
-        name
-        for name in probe["modules"]
-        if any(name == m or name.startswith(m + ".") for m in NOT_IN_AN_UNRELATED_SESSION)
-    )
+    probe = _probed(_SESSION_PROBE, str(tmp_path), cwd=tmp_path)
+    assert "kvconform.plugin" in _among(probe["modules"], ("kvconform.plugin",))
+    loaded = _among(probe["modules"], NOT_IN_AN_UNRELATED_SESSION)
     assert not loaded, f"a session that never met the suite imported {loaded}"
