@@ -13,8 +13,9 @@ keyed by the digest of the suite's files and the code, the 8 entries used last k
 Exit statuses (spec/security.md): 0 conformant for the declared classes (or,
 with an expectations file, no unexpected failure and no stale entry); 1 failures;
 2 a usage or suite error (a bad argument, an unwritable output, a malformed or
-modified suite file; a folder made for the outputs is removed again if still empty); 3 the adapter could not start, or stopped answering (the
-cases it never ran are listed "not run"); 4 an internal error of kvconform
+modified suite file; a folder made for the outputs is removed again if still empty);
+3 the adapter could not start, or stopped answering (the cases it never ran are
+listed "not run"); 4 an internal error of kvconform
 (a bug: the reports so far are written, marked incomplete); 5 nothing judged
 (every selected case is not applicable to what the adapter declares); 130 interrupted
 (SIGINT, SIGTERM or SIGHUP: the adapter's process group is stopped and the
