@@ -52,6 +52,7 @@ def test_default_run_is_green_against_the_reference() -> None:
         ["--report-dir", "made", "--seed", "3"],  # --seed without --generated
         ["--report-dir", "made", "--export-counterexamples", "also/made", "--id", "no.such"],
         ["--report-dir", "kept", "--id", "no.such.case"],
+        ["--report-dir", "made/" + "x" * 300],  # "made" is made, then the name is too long
     ],
 )
 def test_a_refused_run_leaves_no_folder_behind(

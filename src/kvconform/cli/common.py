@@ -100,7 +100,8 @@ def _writable_dir(path: Path, what: str, *, create: bool = True) -> None:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"{what}: cannot create {path}: {exc.strerror}") from None
-        _MADE.extend(p for p in reversed(missing) if p.is_dir())
+        finally:  # the outer folders made before a failure go too
+            _MADE.extend(p for p in reversed(missing) if os.path.isdir(p))
     if not _probe(path.is_dir, what, path):
         raise UsageError(f"{what}: the folder {path} does not exist")
     if not os.access(path, os.W_OK | os.X_OK):
