@@ -106,9 +106,11 @@ def _cases() -> dict[str, int]:
 
 
 def _declarations() -> dict[str, int]:
-    """For each declaration of the reference: the cases that apply (the reference passes
+    """For each declaration of the reference: the cases judged (the reference passes
     every one: the suite's own run of itself checks that), those not applicable, and of
-    these the ``signature`` and ``verify`` scenarios written for another format."""
+    these the ``signature`` and ``verify`` scenarios written for another format and the
+    cases written for another option answer. As ``kvconform run`` reports them: a case
+    re-expressed into the declared shape (INTERPRETING.md §6.4) is judged."""
     from kvconform.adapters import reference
     from kvconform.harness import runner, suite
 
@@ -116,8 +118,7 @@ def _declarations() -> dict[str, int]:
     out: dict[str, int] = {}
     for name in DECLARATIONS:
         info = getattr(reference, name)().describe()
-        reasons = [(c, runner.not_applicable(c, info)) for c in cases]
-        skipped = [c for c, reason in reasons if reason]
+        skipped = [c for c in cases if runner.in_declared_shape(c, info)[1]]
         out[f"applicable.{name}"] = len(cases) - len(skipped)
         out[f"not_applicable.{name}"] = len(skipped)
         out[f"not_applicable.{name}.format"] = sum(
@@ -126,7 +127,9 @@ def _declarations() -> dict[str, int]:
             if c.cls in ("signature", "verify") and runner.profile_not_declared(c, info)
         )
         out[f"not_applicable.{name}.option"] = sum(
-            1 for c, reason in reasons if reason and reason == runner.option_not_declared(c, info)
+            1
+            for c in skipped
+            if runner.not_applicable(c, info) == runner.option_not_declared(c, info)
         )
     return out
 
