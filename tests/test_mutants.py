@@ -40,6 +40,7 @@ from kvconform.harness.case import Case
 from kvconform.harness.runner import CaseResult, run_case, run_cases
 from kvconform.protocol.adapter import Adapter
 from kvconform.protocol.driver import InProcessDriver
+from tests import figures
 from tests.mutants import MODULES, Mutant, all_mutants
 from tests.mutants._kit import KIT_ADAPTERS
 from tests.verdicts import not_passing
@@ -130,6 +131,17 @@ PROFILES = {
 def test_the_reference_passes_under_every_profile(name: str) -> None:
     failures = not_passing(run_suite(f"reference:{name}", PROFILES[name]()))
     assert not failures, "\n\n".join(failures)
+
+
+def test_the_documented_not_applicable_figures_are_what_a_run_reports() -> None:
+    """INTERPRETING.md §11 and docs/profiles-and-upgrades.md give, per declaration of the
+    reference, the cases a run reports not applicable: re-expressed cases are judged."""
+    known = figures.figures()
+    for name, factory in PROFILES.items():
+        figure = "ReferenceAdapter" if name == "v1" else name.replace("-", "_")
+        results = run_suite(f"reference:{name}", factory())
+        reported = sum(r.verdict == "not_applicable" for r in results)
+        assert reported == known[f"not_applicable.{figure}"], name
 
 
 def test_every_profile_case_is_passed_by_some_profile_of_the_reference() -> None:
