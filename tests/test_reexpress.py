@@ -17,11 +17,13 @@ import pytest
 from kvconform_reference import kv_cache
 
 from kvconform.harness import suite
+from kvconform.harness.checks import ErrorIs, OutcomeCheck
 from kvconform.harness.declarations import option_not_declared
 from kvconform.harness.reexpress import block_of, hooks_in_turn, schema_map
 from kvconform.harness.runner import CaseResult, in_declared_shape, not_applicable, run_cases
 from kvconform.harness.scenario import Case
 from kvconform.protocol.driver import InProcessDriver
+from kvconform.protocol.operations import Verify
 from kvconform.values import AdapterInfo, LayerDesc, Layout, ModelSpec, PlanIdentity, Signature
 from tests.variants import all_variants, upstream_shapes, upstream_v2
 from tests.variants.enum_dtypes import DtypeEnumF32F16
@@ -92,6 +94,47 @@ def test_a_v2_only_engine_is_judged_on_most_block_cases() -> None:
     before, after, _, total = _share(info, BLOCKS)
     print(f"v2-only signature+verify cases: {before} -> {after} of {total}")
     assert after / total >= 0.60
+
+
+#: The ``profile: 1`` cases whose point is a version outside the readable set, which any
+#: readable set holding 1 or 2 but not that version keeps (INTERPRETING.md §6.4.5).
+REFUSED_VERSION = frozenset(
+    {
+        "verify.format-version.older-zero",
+        "verify.format-version.unknown-ninety-nine",
+        "verify.precedence.unsupported-beats-ragged",
+        "verify.unrepresentable.after-the-version-check",
+    }
+)
+
+
+@pytest.mark.covers("PROF-3", "VERIFY-3")
+@pytest.mark.parametrize("reads", [(2,), (1, 2)], ids=["reads-2", "reads-1-2"])
+def test_a_refused_version_is_judged_under_the_declared_readable_set(
+    reads: tuple[int, ...],
+) -> None:
+    """The four refusals of an unreadable version are judged, naming the declared set; the
+    four ``profile: 1`` cases holding a version-2 block are set aside, saying why."""
+    info = replace(V2OnlyF32().describe(), format_reads=frozenset(reads))
+    profile_one = [case for case in suite.all_cases() if case.profile == 1]
+    judged = {}
+    for case in profile_one:
+        rewritten, reason = in_declared_shape(case, info)
+        if reason is None:
+            judged[case.id] = rewritten
+        else:
+            assert "not re-expressed: its point is" in reason, (case.id, reason)
+    assert set(judged) == REFUSED_VERSION
+    for case in judged.values():
+        assert case.profile is None and case.format_reads == reads and case.reexpressed
+        for op in case.program:
+            if isinstance(op, Verify):  # only the recorded version is beyond the reader
+                assert op.recorded is not None and op.recorded.format_version not in reads
+                assert op.expected.format_version == (1 if 1 in reads else 2)
+        refusals = [c.expect for c in case.checks if isinstance(c, OutcomeCheck)]
+        assert refusals and all(
+            isinstance(e, ErrorIs) and e.values["readable"] == reads for e in refusals
+        )
 
 
 def test_each_reexpressed_case_says_how() -> None:

@@ -415,6 +415,51 @@ class ProfV2ReaderReadsV1Blocks(LayoutAdapter):
     verifier = _ReadsUpToItsVersion()
 
 
+class _ReadsOtherVersionsAsItsOwn(LayoutVerifier):
+    """A block of a version the reader lets through is decoded as the reader's own
+    format; a header without a layout takes the expectation's (what the reader wants)."""
+
+    def rules(self, recorded: CacheSignature, profile: FormatProfile) -> FormatProfile:
+        return profile
+
+    def layout(
+        self, recorded: CacheSignature, expected: CacheSignature, rules: FormatProfile
+    ) -> BlockLayout | None:
+        return recorded.layout or expected.layout
+
+
+class _ReadsItsVersionAndLater(_ReadsOtherVersionsAsItsOwn):
+    def readable(self, version: int, profile: FormatProfile, readable: tuple[int, ...]) -> bool:
+        return version >= profile.version  # MUTATION: a range upwards, not the listed set
+
+
+@mutant(
+    "prof-v2-reader-reads-later-blocks",
+    breaks=("VERIFY-3", "PROF-3"),
+    half="under",
+    plausible="'a later format only adds fields' -- the `>=` of forward compatibility; a "
+    "block of version 99, whose layout this reader cannot know, is decoded as its own",
+)
+class ProfV2ReaderReadsLaterBlocks(LayoutAdapter):
+    verifier = _ReadsItsVersionAndLater()
+
+
+class _RefusesOnlyTheVersionItReplaced(_ReadsOtherVersionsAsItsOwn):
+    def readable(self, version: int, profile: FormatProfile, readable: tuple[int, ...]) -> bool:
+        return version != 1  # MUTATION: refuses the one older version it knows of
+
+
+@mutant(
+    "prof-v2-reader-refuses-only-v1",
+    breaks=("VERIFY-3", "PROF-3"),
+    half="under",
+    plausible="the upgrade adds a check refusing version-1 blocks, the format it replaced, "
+    "and reads every other block as its own: a block of version 0 or 99 is then measured",
+)
+class ProfV2ReaderRefusesOnlyV1(LayoutAdapter):
+    verifier = _RefusesOnlyTheVersionItReplaced()
+
+
 #: What a v1 stamp decodes to as a v2 header: no block size and no window, as zeros.
 _V1_HEADER_AS_V2 = BlockLayout(block_size=0, sliding_window=None)
 

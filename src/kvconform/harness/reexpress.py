@@ -24,7 +24,7 @@ from kvconform.harness.checks import ErrorIs, OutcomeCheck, Refuses, SignatureIs
 from kvconform.harness.declarations import model_spec, outside_schema, schema_models
 from kvconform.harness.hook_carrier import NoRoom, hooks_in_turn
 from kvconform.harness.reexpress_v2 import block_of as block_of  # re-exported
-from kvconform.harness.reexpress_v2 import is_v1_scenario, lift_to_v2
+from kvconform.harness.reexpress_v2 import for_readable_set, is_v1_scenario, lift_to_v2
 from kvconform.harness.scenario import Case
 from kvconform.protocol import operations as ops
 from kvconform.values import AdapterInfo, ModelSpec, Param, Signature
@@ -40,6 +40,10 @@ def reexpress(case: Case, info: AdapterInfo) -> Case | str | None:
     meant for it (its reason stands as it is).
     """
     out = case
+    readable = for_readable_set(out, info)
+    if isinstance(readable, str):
+        return readable
+    out = readable or out
     if is_v1_scenario(out):
         lifted = lift_to_v2(out, info)
         if isinstance(lifted, str):

@@ -3,6 +3,10 @@ CONF-14; ``conformance/INTERPRETING.md`` §6.4.2): the rule a v1 signature or ve
 scenario checks holds unchanged under a layout, so the case is lifted into version 2
 with a block of exactly the payload's tokens and no window, or set aside with the reason
 its point needs version 1.
+
+A scenario written for the readable set {1} (``profile: 1``) whose point is a version
+that set does not hold is re-expressed for another declared readable set the same way
+(§6.4.5, PROF-3, VERIFY-3): the refusal names the declared set.
 """
 
 from __future__ import annotations
@@ -124,6 +128,55 @@ def lift_to_v2(case: Case, info: AdapterInfo) -> Case | str | None:
         checks=tuple(checks),
         format_writes=2 if writes else None,
         format_reads_include=(2,) if verifies else (),
+        reexpressed=(*case.reexpressed, how),
+    )
+
+
+def for_readable_set(case: Case, info: AdapterInfo) -> Case | str | None:
+    """A ``profile: 1`` case refusing an unreadable version, for the declared readable set (§6.4.5).
+
+    ``None``: the declaration is profile v1 (the case applies as written) or the case is
+    not of the kind this rule rewrites; a string: why its point does not survive.
+    """
+    readable = tuple(sorted(info.format_reads))
+    if case.profile != 1 or (info.format_writes == 1 and readable == (1,)):
+        return None
+    if case.cls != "verify" or any(isinstance(op, ops.Measure | ops.Stamp) for op in case.program):
+        return None
+    if 1 not in readable and 2 not in readable:
+        return "its signatures are of versions 1 and 2, neither of which the declared set reads"
+    expects = {
+        c.op_index: (position, c)
+        for position, c in enumerate(case.checks)
+        if isinstance(c, OutcomeCheck)
+    }
+    program = list(case.program)
+    checks = list(case.checks)
+    for index, op in enumerate(case.program):
+        if not isinstance(op, ops.Verify):
+            continue
+        position, check = expects.get(index, (-1, None))
+        expect = None if check is None else check.expect
+        if check is None or not isinstance(expect, ErrorIs) or expect.kind != "unsupported_format":
+            return "its point is what a reader of exactly {1} reads"
+        if op.recorded is None or op.recorded.format_version in readable:
+            return "its point is a version the declared readable set reads"
+        values = {**expect.values, "readable": readable}
+        checks[position] = replace(check, expect=replace(expect, values=values))
+        if 1 not in readable:  # the expectation as the reader can read it (§6.4.2)
+            program[index] = replace(op, expected=_v2(op.expected, block_of(op.payload)))
+    how = f"the refusal names the declared readable set {list(readable)}"
+    if 1 not in readable:
+        how += (
+            "; the expected signature is lifted to version 2 with one block of exactly "
+            "the payload's tokens and no window"
+        )
+    return replace(
+        case,
+        program=tuple(program),
+        checks=tuple(checks),
+        profile=None,
+        format_reads=readable,
         reexpressed=(*case.reexpressed, how),
     )
 
