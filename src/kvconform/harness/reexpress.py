@@ -40,10 +40,10 @@ def reexpress(case: Case, info: AdapterInfo) -> Case | str | None:
     meant for it (its reason stands as it is).
     """
     out = case
-    readable = for_readable_set(out, info)
-    if isinstance(readable, str):
-        return readable
-    out = readable or out
+    under_set = for_readable_set(out, info)
+    if isinstance(under_set, str):
+        return under_set
+    out = under_set or out
     if is_v1_scenario(out):
         lifted = lift_to_v2(out, info)
         if isinstance(lifted, str):
