@@ -103,6 +103,7 @@ REFUSED_VERSION = frozenset(
         "verify.format-version.older-zero",
         "verify.format-version.unknown-ninety-nine",
         "verify.precedence.unsupported-beats-ragged",
+        "verify.precedence.unsupported-beats-empty-lie-and-miss",
         "verify.unrepresentable.after-the-version-check",
     }
 )
@@ -113,8 +114,8 @@ REFUSED_VERSION = frozenset(
 def test_a_refused_version_is_judged_under_the_declared_readable_set(
     reads: tuple[int, ...],
 ) -> None:
-    """The four refusals of an unreadable version are judged, naming the declared set; the
-    four ``profile: 1`` cases holding a version-2 block are set aside, saying why."""
+    """The five refusals of an unreadable version are judged, naming the declared set; the
+    three ``profile: 1`` cases holding a version-2 block are set aside, saying why."""
     info = replace(V2OnlyF32().describe(), format_reads=frozenset(reads))
     profile_one = [case for case in suite.all_cases() if case.profile == 1]
     judged = {}

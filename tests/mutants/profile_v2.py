@@ -460,6 +460,31 @@ class ProfV2ReaderRefusesOnlyV1(LayoutAdapter):
     verifier = _RefusesOnlyTheVersionItReplaced()
 
 
+class _EmptyBlockFirst(LayoutVerifier):
+    def verify(
+        self,
+        block: Any,
+        expected: CacheSignature,
+        profile: FormatProfile,
+        readable: tuple[int, ...],
+        measure: MeasureUnder,
+    ) -> Any:
+        if block.signature is not None and not block.layers:
+            raise errors.EmptyPayload()  # MUTATION: the payload looked at before the version
+        return super().verify(block, expected, profile, readable, measure)
+
+
+@mutant(
+    "prof-v2-reader-refuses-an-empty-block-before-its-version",
+    breaks=("VERIFY-9", "VERIFY-3"),
+    half="contract",
+    plausible="a cheap guard against empty blocks at the top of the reader, before the "
+    "header is decoded; a block of a version it cannot read is then reported as empty",
+)
+class ProfV2ReaderRefusesAnEmptyBlockBeforeItsVersion(LayoutAdapter):
+    verifier = _EmptyBlockFirst()
+
+
 #: What a v1 stamp decodes to as a v2 header: no block size and no window, as zeros.
 _V1_HEADER_AS_V2 = BlockLayout(block_size=0, sliding_window=None)
 
