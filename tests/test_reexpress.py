@@ -501,3 +501,17 @@ def test_a_reversed_surrogate_pair_in_a_value_is_refused_by_a_fixed_schema_engin
     assert _pairs_any_two_surrogates("\udc00\ud800") == "\U00010000"
     failed = {r.case.id for r in _failed(PairsSurrogatesInEitherOrder())}
     assert "plan.key-refusals.lone-surrogate-in-string-value" in failed
+
+
+@pytest.mark.covers("PROF-3")
+@pytest.mark.parametrize("reads", [(), (3,)], ids=["no-reader", "reads-3"])
+def test_a_declaration_reading_no_version_the_suite_writes_keeps_its_reason_alone(
+    reads: tuple[int, ...],
+) -> None:
+    """§6.4.5 is not meant for a declaration that reads neither 1 nor 2: the reason of
+    §6.1 stands alone, with no re-expression to explain."""
+    info = replace(V2OnlyF32().describe(), format_reads=frozenset(reads))
+    for case in suite.all_cases():
+        if case.profile == 1:
+            _, reason = in_declared_shape(case, info)
+            assert reason is not None and "not re-expressed" not in reason, (case.id, reason)
