@@ -23,6 +23,7 @@ import pytest
 from kvconform import cli
 from kvconform.cli import run as cli_run
 from kvconform.harness import runner, suite
+from tests.interrupts import ctrl_c_live
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -184,24 +185,25 @@ def test_a_signal_stops_the_adapter_group_and_leaves_reports_marked_interrupted(
     stale = tmp_path / "report.json"
     stale.write_text('{"stale": "from the previous run"}', encoding="utf-8")
     adapter = f"{sys.executable} {FIXTURES / 'misbehaving_adapter.py'} hang --op cache_len --at 3"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kvconform",
-            "run",
-            "--adapter-cmd",
-            adapter,
-            "--quiet",
-            "--timeout",
-            "60",
-            "--report-dir",
-            str(tmp_path),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    with ctrl_c_live():  # as at a terminal, even under a shell that ignores it
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kvconform",
+                "run",
+                "--adapter-cmd",
+                adapter,
+                "--quiet",
+                "--timeout",
+                "60",
+                "--report-dir",
+                str(tmp_path),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     deadline = time.monotonic() + 60
     children: list[int] = []
     while not children and time.monotonic() < deadline and proc.poll() is None:

@@ -31,6 +31,7 @@ from kvconform.protocol import operations as ops
 from kvconform.protocol.channel import PollChannel, StreamFault
 from kvconform.protocol.client import StdioDriver
 from kvconform.values import Broken, MixOp, ModelSpec, Ok, Outcome, StepInputs
+from tests.interrupts import ctrl_c_live
 
 SERVE = [sys.executable, "-m", "kvconform.serve"]
 STDLIB_ENCODER = json.JSONEncoder(separators=(",", ":"))
@@ -503,12 +504,13 @@ def test_a_ctrl_c_reaches_the_harness_only_which_then_shuts_the_adapter_down() -
         print("adapter exit status:", process.returncode, flush=True)
         """
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", harness],
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # a group of its own to signal, standing for the terminal's
-    )
+    with ctrl_c_live():  # as at a terminal, even under a shell that ignores it
+        proc = subprocess.Popen(
+            [sys.executable, "-c", harness],
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # a group of its own to signal, standing for the terminal's
+        )
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
