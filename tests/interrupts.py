@@ -27,3 +27,14 @@ def ctrl_c_live() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def ignoring(signum: int) -> Iterator[None]:
+    """``signum`` ignored in this process inside, and so in every process started inside,
+    as ``nohup`` leaves SIGHUP for the command it starts."""
+    previous = signal.signal(signum, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signum, previous)

@@ -17,13 +17,14 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kvconform import cli
 from kvconform.cli import run as cli_run
 from kvconform.harness import runner, suite
-from tests.interrupts import ctrl_c_live
+from tests.interrupts import ctrl_c_live, ignoring
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -176,14 +177,11 @@ def test_list_into_a_closed_pipe_is_quiet() -> None:
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
 
 
-@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
-def test_a_signal_stops_the_adapter_group_and_leaves_reports_marked_interrupted(
-    tmp_path: Path, signum: int
-) -> None:
-    # The adapter hangs on its third cache_len; the run is signalled while it waits.
-    stale = tmp_path / "report.json"
-    stale.write_text('{"stale": "from the previous run"}', encoding="utf-8")
+def _a_run_waiting_on_a_hanging_adapter(
+    tmp_path: Path,
+) -> tuple[subprocess.Popen[str], list[int]]:
+    """``kvconform run`` started as at a terminal, once it waits on an adapter that hangs
+    on its third cache_len; and the adapter's processes."""
     adapter = f"{sys.executable} {FIXTURES / 'misbehaving_adapter.py'} hang --op cache_len --at 3"
     with ctrl_c_live():  # as at a terminal, even under a shell that ignores it
         proc = subprocess.Popen(
@@ -211,6 +209,17 @@ def test_a_signal_stops_the_adapter_group_and_leaves_reports_marked_interrupted(
         children = _children(proc.pid)
     assert children, f"the adapter is running ({proc.poll()=})"
     time.sleep(1)  # past the handshake, into the hang
+    return proc, children
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_stops_the_adapter_group_and_leaves_reports_marked_interrupted(
+    tmp_path: Path, signum: int
+) -> None:
+    stale = tmp_path / "report.json"
+    stale.write_text('{"stale": "from the previous run"}', encoding="utf-8")
+    proc, children = _a_run_waiting_on_a_hanging_adapter(tmp_path)
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == cli.EXIT_INTERRUPTED, err
@@ -220,6 +229,28 @@ def test_a_signal_stops_the_adapter_group_and_leaves_reports_marked_interrupted(
     summary = report["summary"]  # the whole selection is counted, the cases never run as such
     assert summary["total"] == len(report["results"]) > summary["passed"] + summary["failed"]
     assert summary["not_run"] > 0
+    time.sleep(0.5)
+    assert not [pid for pid in children if _alive(pid)], "the adapter's group was stopped"
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
+def test_a_run_under_nohup_outlives_its_terminal(tmp_path: Path) -> None:
+    """``nohup kvconform run ...``: the SIGHUP of a closed terminal is ignored as nohup
+    asked; a SIGTERM still stops the run (the other half of the test above)."""
+    with ignoring(signal.SIGHUP):  # what nohup does before it starts the command
+        proc, children = _a_run_waiting_on_a_hanging_adapter(tmp_path)
+    try:
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == cli.EXIT_INTERRUPTED, err
+    assert "interrupted by signal SIGTERM" in err, err
     time.sleep(0.5)
     assert not [pid for pid in children if _alive(pid)], "the adapter's group was stopped"
 
@@ -644,6 +675,39 @@ def test_a_signal_while_the_outputs_are_written_waits_for_all_of_them(
     assert status == cli.EXIT_INTERRUPTED, (status, err)
     for name in ("report.json", "report.xml", "summary.md", "report.html"):
         assert not (tmp_path / name).read_text(encoding="utf-8").startswith("OLD"), name
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
+@pytest.mark.parametrize("name", ["SIGHUP", "SIGTERM", "SIGINT"])
+def test_a_signal_ignored_when_the_command_starts_stays_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """Whoever started the command ignores the signal (SIGHUP under nohup, SIGINT in a
+    shell's background job): it stops neither a case nor the writing of the outputs."""
+    from kvconform.reports import junit
+
+    signum = getattr(signal, name)
+    judged, written = cli_run.run_case, junit.write
+    sent: list[str] = []
+
+    def signalled_in_a_case(*args: Any, **kwargs: Any) -> runner.CaseResult:
+        if not sent:
+            os.kill(os.getpid(), signum)
+            sent.append("case")
+        return judged(*args, **kwargs)
+
+    def signalled_midway(report: object, path: Path) -> None:
+        os.kill(os.getpid(), signum)
+        sent.append("outputs")
+        written(report, path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cli_run, "run_case", signalled_in_a_case)
+    monkeypatch.setattr(junit, "write", signalled_midway)
+    with ignoring(signum):
+        status, _, err = run("run", "--area", "hash", "--quiet", "--report-dir", str(tmp_path))
+        assert signal.getsignal(signum) is signal.SIG_IGN
+    assert sent == ["case", "outputs"]
+    assert status == cli.EXIT_OK, (status, err)
 
 
 # --- found by the hostile-input audit of 2.6.0 ---------------------------------------

@@ -19,7 +19,8 @@ listed "not run"); 4 an internal error of kvconform
 (a bug: the reports so far are written, marked incomplete); 5 nothing judged
 (every selected case is not applicable to what the adapter declares); 130 interrupted
 (SIGINT, SIGTERM or SIGHUP: the adapter's process group is stopped and the
-reports so far are written, marked interrupted).
+reports so far are written, marked interrupted; one already ignored when the command
+starts, as SIGHUP under ``nohup``, stays ignored).
 """
 
 from __future__ import annotations

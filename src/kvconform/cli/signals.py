@@ -40,11 +40,20 @@ def _handle(
 ) -> dict[int, Any]:
     """Give the named signals ``handler`` (or give each number of a mapping its handler
     back); the handlers they had. Signals this system lacks are skipped; outside the main
-    thread nothing is changed."""
+    thread nothing is changed.
+
+    A named signal that is ignored is left ignored: whoever started the command asked for
+    that (``nohup`` ignores SIGHUP so that a run outlives its terminal; a shell starts a
+    background job with SIGINT ignored), as Python itself leaves an ignored SIGINT alone.
+    """
     pairs = (
         list(signals.items())
         if isinstance(signals, Mapping)
-        else [(n, handler) for n in (getattr(signal, name, None) for name in signals) if n]
+        else [
+            (n, handler)
+            for n in (getattr(signal, name, None) for name in signals)
+            if n and signal.getsignal(n) is not signal.SIG_IGN
+        ]
     )
     previous: dict[int, Any] = {}
     for number, given in pairs:
