@@ -168,6 +168,40 @@ def test_each_failure_opens_to_its_text_and_the_commands_for_it(
         assert f"kvconform run --id {r['id']} --adapter-cmd" in html.unescape(explained)
 
 
+def test_a_run_and_the_failures_its_page_explains_share_one_load_of_the_suite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``kvconform run --html``: the page explains each failure from the suite the run
+    loaded, not from a second load (which took a third of a failing run's own time)."""
+    import io
+
+    from kvconform import cli
+    from kvconform.harness import cache
+
+    loads: list[str | None] = []
+    real = cache.cached_cases
+
+    def counted(build: Any, suite_digest: str | None = None) -> Any:
+        loads.append(suite_digest)
+        return real(build, suite_digest)
+
+    monkeypatch.setattr(cache, "cached_cases", counted)
+    suite.all_cases.cache_clear()
+    try:
+        status = cli.main(
+            ["run", "--quiet", "--id", "alloc.rewind.rewind-then-append-reuses-positions",
+             "--adapter", "tests.fixtures.inprocess_misbehaving:WrongThenCrash",
+             "--html", str(tmp_path / "run.html")],
+            io.StringIO(), io.StringIO(),
+        )  # fmt: skip
+    finally:
+        suite.all_cases.cache_clear()
+    assert status == cli.EXIT_FAILED
+    assert len(loads) == 1 and loads[0], loads  # once, by the manifest check's digest
+    page = (tmp_path / "run.html").read_text(encoding="utf-8")
+    assert '<details class="explain">' in page and "As written:" in page
+
+
 @pytest.mark.xdist_group("html-report")
 def test_every_case_is_listed_by_area_collapsed(report: dict[str, Any], page: str) -> None:
     areas = Counter(r["area"] for r in report["results"])

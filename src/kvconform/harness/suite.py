@@ -146,9 +146,22 @@ def all_cases(suite_digest: str | None = None) -> tuple[Case, ...]:
     with ``KVCONFORM_NO_CACHE=1``, by :func:`load_all_cases`. ``suite_digest``:
     the digest of the suite's files as the caller has just computed it (the
     manifest check before a run), so that they are not hashed twice.
+
+    Each load is kept for the life of the process: by its digest, and the first made
+    without one. A first call without a digest after a call with one (a run, then its
+    HTML report explaining a failure) hashes the files and gets the load under that
+    digest if they still hash to it, instead of loading them all again.
     """
     from kvconform.harness import cache as suite_cache
+    from kvconform.harness import manifest
 
+    if suite_digest is None and all_cases.cache_info().currsize:
+        try:
+            now = manifest.digest_of(manifest.file_hashes())
+        except OSError:
+            now = ""  # a file went while it was hashed: the load words the error
+        if now:
+            return all_cases(now)
     return suite_cache.cached_cases(load_all_cases, suite_digest)
 
 
