@@ -7,6 +7,7 @@ reports a verdict it did not reach.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -708,6 +709,82 @@ def test_a_signal_ignored_when_the_command_starts_stays_ignored(
         assert signal.getsignal(signum) is signal.SIG_IGN
     assert sent == ["case", "outputs"]
     assert status == cli.EXIT_OK, (status, err)
+
+
+class _Full(io.StringIO):
+    """A console on a full disk: every write and flush fails as /dev/full's do."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def flush(self) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize(
+    "argv, verdict",
+    [
+        (["run", "--id", "hash.stories.*"], cli.EXIT_OK),
+        (
+            ["run", "--id", "alloc.rewind.rewind-then-append-reuses-positions",
+             "--adapter", "tests.fixtures.inprocess_misbehaving:WrongThenCrash"],
+            cli.EXIT_FAILED,
+        ),
+        (["list", "--area", "hash"], cli.EXIT_OK),
+    ],
+    ids=["conformant", "failing", "list"],
+)  # fmt: skip
+def test_a_console_that_takes_no_more_text_ends_the_command_with_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], verdict: int
+) -> None:
+    """Standard output on a full disk: the verdict never reached its reader, so no
+    verdict status; one line on standard error says why, and the other outputs are
+    written. A closed one (``>&-``) takes nothing, as print's does: the verdict stands.
+    A full standard error cannot be told, and changes nothing."""
+    report = tmp_path / "r.json"
+    extra = ["--json", str(report)] if argv[0] == "run" else []
+    err = io.StringIO()
+    assert cli.main([*argv, *extra], _Full(), err) == cli.EXIT_USAGE
+    said = err.getvalue().splitlines()
+    assert (
+        said[-1] == "kvconform: error: standard output: cannot be written (No space left on device)"
+    )
+    assert "Traceback" not in err.getvalue() and "internal error" not in err.getvalue()
+    if extra:
+        assert json.loads(report.read_text(encoding="utf-8"))["summary"]["total"] > 0
+    monkeypatch.setattr(sys, "stdout", None)  # what Python makes of a closed descriptor 1
+    assert cli.main(argv, None, io.StringIO()) == verdict
+    monkeypatch.undo()
+    assert cli.main(argv, io.StringIO(), _Full()) == verdict
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+def test_the_command_on_a_full_or_closed_descriptor_or_in_a_removed_folder(
+    tmp_path: Path,
+) -> None:
+    """As a shell starts it: ``>/dev/full`` (what is left in the buffer fails only at the
+    last flush), ``>&-``, and a current folder removed after the shell entered it."""
+    command = [sys.executable, "-m", "kvconform", "run", "--id", "hash.stories.*"]
+    with open("/dev/full", "w", encoding="utf-8") as full:
+        done = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, text=True, check=False)
+    assert done.returncode == cli.EXIT_USAGE, done.stderr
+    assert done.stderr.endswith("standard output: cannot be written (No space left on device)\n")
+    closed = subprocess.run(
+        ["sh", "-c", 'exec "$@" >&-', "sh", *command], capture_output=True, text=True, check=False
+    )
+    assert closed.returncode == cli.EXIT_OK, closed.stderr
+    assert "Traceback" not in closed.stderr and "internal error" not in closed.stderr
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    removed = subprocess.run(
+        ["sh", "-c", 'cd "$1" && rmdir "$1" && shift && exec "$@"', "sh", str(gone), *command],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert removed.returncode == cli.EXIT_USAGE, removed.stderr
+    assert removed.stderr == (
+        "kvconform: error: the current folder no longer exists (removed after this shell "
+        "entered it): run kvconform from a folder that does\n"
+    )
 
 
 # --- found by the hostile-input audit of 2.6.0 ---------------------------------------

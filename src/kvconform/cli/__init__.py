@@ -12,8 +12,9 @@ keyed by the digest of the suite's files and the code, the 8 entries used last k
 
 Exit statuses (spec/security.md): 0 conformant for the declared classes (or,
 with an expectations file, no unexpected failure and no stale entry); 1 failures;
-2 a usage or suite error (a bad argument, an unwritable output, a malformed or
-modified suite file; a folder made for the outputs is removed again if still empty);
+2 a usage or suite error (a bad argument, an unwritable output, standard output
+included, a malformed or modified suite file, a current folder that no longer exists;
+a folder made for the outputs is removed again if still empty);
 3 the adapter could not start, or stopped answering (the cases it never ran are
 listed "not run"); 4 an internal error of kvconform
 (a bug: the reports so far are written, marked incomplete); 5 nothing judged
@@ -63,10 +64,25 @@ from kvconform.cli.signals import _stop_on_signals
 def main(
     argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
-    out = cast(TextIO, _Visible(out or sys.stdout))
-    err = cast(TextIO, _Visible(err or sys.stderr))
+    console = _Visible(out or sys.stdout, "standard output")
+    errors = _Visible(err or sys.stderr, "standard error")
+    status = _command(argv, cast(TextIO, console), cast(TextIO, errors))
+    with contextlib.suppress(BrokenPipeError):
+        console.flush()
+    if console.lost:  # said on standard error, if that one takes it
+        errors.write(f"kvconform: error: {_said(console.lost.message())}\n")
+    with contextlib.suppress(BrokenPipeError):
+        errors.flush()  # lost there, it cannot be told: the status stands
+    if console.lost and status in (EXIT_OK, EXIT_FAILED, EXIT_NOTHING_JUDGED):
+        return EXIT_USAGE  # the verdict, or the listing, never reached its reader
+    return status
+
+
+def _command(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
+    """The command, its errors turned into their exit statuses (see the module's text)."""
     restore = _stop_on_signals()
     try:
+        _current_folder_exists()
         args = _parser().parse_args(argv)
         if args.command == "run":
             return cmd_run(args, out, err)
@@ -103,6 +119,18 @@ def main(
         restore()
 
 
+def _current_folder_exists() -> None:
+    """The folder the command was started in is still there: relative paths (outputs,
+    ``--adapter`` modules, which are imported with it first on the path) mean something."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        raise UsageError(
+            "the current folder no longer exists (removed after this shell entered it): "
+            "run kvconform from a folder that does"
+        ) from None
+
+
 def console() -> NoReturn:
     """The ``kvconform`` command: :func:`main`, then exit without tearing the heap down.
 
@@ -116,11 +144,20 @@ def console() -> NoReturn:
         status = main()
     except KeyboardInterrupt:  # a signal in the instant between main's answer and its end
         status = EXIT_INTERRUPTED
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             sys.stderr.write("kvconform: interrupted\n")
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
+    except SystemExit as exc:  # --help, --version: argparse's own exit
+        status = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    for stream in (sys.stdout, sys.stderr):  # main flushed both: this is what came after
+        if stream is None:  # closed when the command started: it took nothing
+            continue
+        try:
             stream.flush()
+        except BrokenPipeError:
+            pass  # the reader went away: nothing more to say to it
+        except (OSError, ValueError):
+            if stream is sys.stdout and status in (EXIT_OK, EXIT_FAILED, EXIT_NOTHING_JUDGED):
+                status = EXIT_USAGE  # the verdict, or the listing, never reached its reader
     os._exit(status)
 
 

@@ -10,6 +10,7 @@ import os
 import shlex
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -38,6 +39,26 @@ class UsageError(Exception):
 
 class AdapterStartFailed(Exception):
     """The adapter could not be started: exit status 3."""
+
+
+@dataclass(frozen=True)
+class ConsoleLost:
+    """Standard output or standard error took no more text (a full disk, ``/dev/full``,
+    an I/O error). The command goes on, every other output is written, and it ends with
+    exit status 2, as when a report cannot be written after the run. A stream closed
+    when the command started (``>&-``) is no such loss: it takes nothing, as ``print``
+    takes nothing then; nor is a reader that went away (``| head``), which ends the
+    command quietly."""
+
+    stream: str  # "standard output" or "standard error"
+    reason: str  # the system's words for the failure
+
+    @classmethod
+    def of(cls, stream: str, exc: OSError) -> ConsoleLost:
+        return cls(stream, os.strerror(exc.errno) if exc.errno else str(exc))
+
+    def message(self) -> str:
+        return f"{self.stream}: cannot be written ({self.reason})"
 
 
 class Unresponsive(Exception):
@@ -143,21 +164,35 @@ class _Visible(io.TextIOBase):
     update, is kept.
     """
 
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
+    def __init__(self, stream: TextIO | None, name: str) -> None:
+        self._stream = stream  # None: closed when the command started, takes nothing
+        self.name = name  # "standard output" or "standard error"
+        self.lost: ConsoleLost | None = None  # the first failure; nothing is written after
 
     def write(self, text: str) -> int:
-        if text.startswith("\r"):
-            self._stream.write("\r" + visible(text[1:]))
-        else:
-            self._stream.write(visible(text))
+        if self._stream is None or self.lost:
+            return len(text)
+        shown = "\r" + visible(text[1:]) if text.startswith("\r") else visible(text)
+        try:
+            self._stream.write(shown)
+        except BrokenPipeError:
+            raise  # the reader went away: not a loss (kvconform.cli.main)
+        except OSError as exc:
+            self.lost = ConsoleLost.of(self.name, exc)
         return len(text)
 
     def flush(self) -> None:
-        self._stream.flush()
+        if self._stream is None or self.lost:
+            return
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            self.lost = ConsoleLost.of(self.name, exc)
 
     def isatty(self) -> bool:
-        return self._stream.isatty()
+        return self._stream is not None and self._stream.isatty()
 
     def writable(self) -> bool:
         return True

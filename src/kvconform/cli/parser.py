@@ -6,23 +6,41 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn, TextIO, cast
 
 import kvconform
 from kvconform import limits
 from kvconform.adapters import DEFAULT_ADAPTER
-from kvconform.cli.common import UsageError
+from kvconform.cli.common import UsageError, _Visible
 from kvconform.harness import manifest
 from kvconform.rendering import clip
 from kvconform.values import CLASSES
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 #: The longest per-request timeout accepted (seconds).
 MAX_TIMEOUT = limits.MAX_TIMEOUT
 
 
+def _say(stream: TextIO | None, text: str) -> None:
+    """What the parser prints itself, before any command runs: on a stream that takes no
+    more, a usage error (exit status 2); on a closed one, nothing."""
+    shown = _Visible(stream, "standard output")
+    shown.write(text)
+    shown.flush()
+    if shown.lost:
+        raise UsageError(shown.lost.message())
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
+
+    def print_help(self, file: SupportsWrite[str] | None = None) -> None:
+        """``--help`` as every other console output: a closed standard output takes
+        nothing, one that cannot be written is an error (argparse would drop it silently)."""
+        _say(cast("TextIO | None", sys.stdout if file is None else file), self.format_help())
 
 
 class _Version(argparse.Action):
@@ -34,9 +52,10 @@ class _Version(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
         integrity = manifest.check()
         state = "as shipped" if integrity.intact else f"MODIFIED: {integrity.problems()}"
-        sys.stdout.write(
+        _say(
+            sys.stdout,
             f"kvconform {kvconform.__version__} (suite {kvconform.SUITE_VERSION}, "
-            f"digest {integrity.digest}, {state})\n"
+            f"digest {integrity.digest}, {state})\n",
         )
         parser.exit()
 
