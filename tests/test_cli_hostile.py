@@ -776,9 +776,13 @@ def test_the_command_on_a_full_or_closed_descriptor_or_in_a_removed_folder(
     assert "Traceback" not in closed.stderr and "internal error" not in closed.stderr
     gone = tmp_path / "gone"
     gone.mkdir()
+    # In a removed folder, Python itself stops at a relative PYTHONPATH entry (it cannot
+    # make it absolute) before kvconform runs: this process's are given absolute.
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    absolute = os.pathsep.join(os.path.abspath(p) for p in paths if p)
     removed = subprocess.run(
         ["sh", "-c", 'cd "$1" && rmdir "$1" && shift && exec "$@"', "sh", str(gone), *command],
-        capture_output=True, text=True, check=False,
+        capture_output=True, text=True, check=False, env={**os.environ, "PYTHONPATH": absolute},
     )  # fmt: skip
     assert removed.returncode == cli.EXIT_USAGE, removed.stderr
     assert removed.stderr == (
