@@ -791,6 +791,51 @@ def test_the_command_on_a_full_or_closed_descriptor_or_in_a_removed_folder(
     )
 
 
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["run", "--adapter", ""], "adapter '': expected 'module:factory'"),
+        (["run", "--report-dir", ""], "argument --report-dir: an empty path"),
+        (["run", "--json", ""], "argument --json: an empty path"),
+        (["compare", "-o", "", "r.json"], "argument -o/--output: an empty path"),
+    ],
+    ids=["adapter", "report-dir", "json", "compare-output"],
+)
+def test_an_empty_argument_is_refused_not_read_as_its_default(argv: list[str], said: str) -> None:
+    """``--adapter "$ADAPTER"`` with the variable unset ran the built-in reference and
+    said CONFORMANT; ``--report-dir ""`` wrote the reports into the current folder."""
+    status, out, err = run(*argv)
+    assert status == cli.EXIT_USAGE, (status, out, err)
+    assert said in err and "CONFORMANT" not in out
+
+
+def test_a_standard_module_s_name_beside_the_adapter_does_not_stand_in_for_it(
+    tmp_path: Path,
+) -> None:
+    """The adapter module is imported with the current folder first on the path; after
+    that the folder stays on it, last: a user's ``html.py`` beside the adapter turned a
+    conformant run into an internal error when the HTML report imported ``html``."""
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    (mods / "good.py").write_text(
+        "from kvconform.adapters.reference import ReferenceAdapter\n"
+        "def make():\n    return ReferenceAdapter()\n",
+        encoding="utf-8",
+    )
+    (mods / "html.py").write_text('TITLE = "my page helper"\n', encoding="utf-8")
+    launcher = tmp_path / "bin" / "kvconform_command.py"  # as the installed script: the
+    launcher.parent.mkdir()  # current folder is not on the path until the adapter's import
+    launcher.write_text("from kvconform.cli import console\nconsole()\n", encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(launcher), "run", "--quiet", "--adapter", "good:make",
+         "--id", "hash.stories.*", "--html", str(tmp_path / "run.html")],
+        cwd=mods, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == cli.EXIT_OK, done.stderr
+    assert "internal error" not in done.stderr
+    assert (tmp_path / "run.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
 # --- found by the hostile-input audit of 2.6.0 ---------------------------------------
 
 

@@ -38,21 +38,29 @@ def load_adapter(spec: str) -> Adapter:
         raise AdapterSpecError(f"adapter {spec!r}: expected 'module:factory'")
     shipped = module_name.split(".", 1)[0] in ("kvconform", "kvconform_reference")
     here = os.getcwd()
-    if not shipped and here not in sys.path and "" not in sys.path:
+    inserted = not shipped and here not in sys.path and "" not in sys.path
+    if inserted:
         sys.path.insert(0, here)
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise AdapterLoadError(f"adapter {spec!r}: cannot import {module_name!r}: {exc}") from exc
-    factory: Any = module
-    for part in attr.split("."):
         try:
-            factory = getattr(factory, part)
-        except AttributeError:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
             raise AdapterLoadError(
-                f"adapter {spec!r}: module {module_name!r} has no attribute {attr!r}"
-            ) from None
-    adapter = factory()
+                f"adapter {spec!r}: cannot import {module_name!r}: {exc}"
+            ) from exc
+        factory: Any = module
+        for part in attr.split("."):
+            try:
+                factory = getattr(factory, part)
+            except AttributeError:
+                raise AdapterLoadError(
+                    f"adapter {spec!r}: module {module_name!r} has no attribute {attr!r}"
+                ) from None
+        adapter = factory()
+    finally:
+        if inserted and here in sys.path:  # still there for the adapter's later imports,
+            sys.path.remove(here)  # but last: a user's html.py or fcntl.py must not stand
+            sys.path.append(here)  # in for a standard module the reports import later
     if not isinstance(adapter, Adapter):
         raise AdapterLoadError(f"adapter {spec!r}: the factory returned no describe() method")
     return adapter

@@ -33,6 +33,14 @@ def _say(stream: TextIO | None, text: str) -> None:
         raise UsageError(shown.lost.message())
 
 
+def _path(text: str) -> Path:
+    """A path argument, never empty: ``--report-dir "$UNSET"`` would name the current
+    folder, and ``Path("")`` is ``.``."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path (an unset variable?)")
+    return Path(text)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
@@ -79,7 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     who.add_argument(
         "--adapter",
         metavar="MODULE:FACTORY",
-        help="a Python adapter, imported with the current folder first on the module path "
+        help="a Python adapter, imported with the current folder first on the module path, "
+        "where the folder then stays, last "
         f"(default: the reference, {DEFAULT_ADAPTER}, imported without it)",
     )
     who.add_argument(
@@ -106,15 +115,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_selection(run)
     out = run.add_argument_group("reports")
-    out.add_argument("--json", type=Path, metavar="FILE", help="JSON report (kvconform-report/1)")
-    out.add_argument("--junit", type=Path, metavar="FILE", help="JUnit XML")
+    out.add_argument("--json", type=_path, metavar="FILE", help="JSON report (kvconform-report/1)")
+    out.add_argument("--junit", type=_path, metavar="FILE", help="JUnit XML")
     out.add_argument(
-        "--markdown", type=Path, metavar="FILE", help="Markdown summary (e.g. $GITHUB_STEP_SUMMARY)"
+        "--markdown",
+        type=_path,
+        metavar="FILE",
+        help="Markdown summary (e.g. $GITHUB_STEP_SUMMARY)",
     )
-    out.add_argument("--html", type=Path, metavar="FILE", help="self-contained HTML report")
+    out.add_argument("--html", type=_path, metavar="FILE", help="self-contained HTML report")
     out.add_argument(
         "--trace",
-        type=Path,
+        type=_path,
         metavar="FILE",
         help=(
             "record every request and response of the run, numbered beside the step that "
@@ -124,7 +136,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     out.add_argument(
         "--report-dir",
-        type=Path,
+        type=_path,
         metavar="DIR",
         help="write report.json, report.xml, summary.md and report.html into DIR (a report "
         "also given by its own option, --json FILE say, is written to FILE instead)",
@@ -132,13 +144,13 @@ def _parser() -> argparse.ArgumentParser:
     gate = run.add_argument_group("gating")
     gate.add_argument(
         "--expectations",
-        type=Path,
+        type=_path,
         metavar="FILE",
         help="known failures; fail on anything else and on listed cases that pass",
     )
     gate.add_argument(
         "--write-expectations",
-        type=Path,
+        type=_path,
         metavar="FILE",
         help="write the current failures as a starting expectations file",
     )
@@ -162,7 +174,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     generated.add_argument(
         "--export-counterexamples",
-        type=Path,
+        type=_path,
         metavar="DIR",
         help="write each shrunk counterexample as a scenario file into DIR",
     )
@@ -232,8 +244,8 @@ def _parser() -> argparse.ArgumentParser:
         help="one HTML matrix from several JSON reports",
         description="Render several JSON reports as one HTML matrix.",
     )
-    compare.add_argument("reports", nargs="+", type=Path, metavar="REPORT.json")
-    compare.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.html")
+    compare.add_argument("reports", nargs="+", type=_path, metavar="REPORT.json")
+    compare.add_argument("-o", "--output", type=_path, required=True, metavar="FILE.html")
 
     new_adapter = commands.add_parser(
         "new-adapter",

@@ -74,7 +74,7 @@ def _driver(args: argparse.Namespace) -> Driver:
             )
         except AdapterStartError as exc:
             raise AdapterStartFailed(str(exc)) from None
-    spec = args.adapter or DEFAULT_ADAPTER
+    spec = DEFAULT_ADAPTER if args.adapter is None else args.adapter  # "" is refused
     try:
         return InProcessDriver(load_adapter(spec), factory=lambda: load_adapter(spec))
     except AdapterLoadError as exc:  # named right, but not there: as a missing program
