@@ -836,6 +836,27 @@ def test_a_standard_module_s_name_beside_the_adapter_does_not_stand_in_for_it(
     assert (tmp_path / "run.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 
 
+def test_a_symbolic_link_loop_is_a_path_that_cannot_be_used_not_an_internal_error(
+    tmp_path: Path,
+) -> None:
+    """Before Python 3.13, resolving a link loop raises RuntimeError: compare and
+    new-adapter reported it as an internal error of kvconform (run already said why)."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    loop = tmp_path / "a"
+    report = tmp_path / "r.json"
+    assert run("run", "--quiet", "--id", "hash.stories.*", "--json", str(report))[0] == 0
+    for argv, said in [
+        (["compare", "-o", str(loop / "x.html"), str(report)], "Too many levels of symbolic links"),
+        (["compare", "-o", str(tmp_path / "x.html"), str(loop)], "Too many levels of symbolic"),
+        (["new-adapter", "--lang", "python", str(loop)], "exists and is not a directory"),
+        (["new-adapter", "--lang", "python", str(loop / "sub")], "Too many levels of symbolic"),
+    ]:
+        status, _, err = run(*argv)
+        assert status == cli.EXIT_USAGE and said in err, (argv, status, err)
+        assert "internal error" not in err
+
+
 # --- found by the hostile-input audit of 2.6.0 ---------------------------------------
 
 

@@ -145,8 +145,8 @@ def keep_made_folders() -> None:
 def _same_file(a: Path, b: Path) -> bool:
     try:
         return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
-    except OSError:
-        return False
+    except (OSError, RuntimeError):  # a link loop (RuntimeError before Python 3.13) is no
+        return False  # file at all: reading or writing it will say so
 
 
 def _said(what: object) -> str:

@@ -18,7 +18,11 @@ def cmd_compare(args: argparse.Namespace, err: TextIO) -> int:
             raise UsageError(f"-o {args.output} would overwrite the report it reads")
     seen: dict[Path, Path] = {}
     for path in args.reports:  # one report twice would be two identical columns
-        same = seen.setdefault(path.resolve(), path)
+        try:
+            where = path.resolve()
+        except (OSError, RuntimeError):  # a link loop: reading it will say so
+            where = path.absolute()
+        same = seen.setdefault(where, path)
         if same is not path:
             raise UsageError(f"{path} is given twice (as {same})")
     reports = []

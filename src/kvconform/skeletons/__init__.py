@@ -105,7 +105,10 @@ def plan(language: str, classes: Iterable[str], name: str = "my-adapter") -> Pla
 
 def adapter_name(directory: Path) -> str:
     """A name for the adapter from its folder: lower case, letters, digits and dashes."""
-    base = directory.resolve().name.lower()
+    try:
+        base = directory.resolve().name.lower()
+    except (OSError, RuntimeError):  # a link loop (RuntimeError before Python 3.13):
+        base = directory.absolute().name.lower()  # writing the files will say so
     name = re.sub(r"[^a-z0-9]+", "-", base).strip("-")
     name = re.sub(r"^[^a-z]+", "", name)
     if not name:
