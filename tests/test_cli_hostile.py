@@ -857,6 +857,19 @@ def test_a_symbolic_link_loop_is_a_path_that_cannot_be_used_not_an_internal_erro
         assert "internal error" not in err
 
 
+def test_an_error_quoting_a_long_value_still_says_what_is_wrong_with_it(tmp_path: Path) -> None:
+    """An error line is clipped in its middle: cut at its end, a long path or value left
+    only itself, never the reason (``File name too long``, ``no such requirement``)."""
+    status, _, err = run("run", "--requirement", "X" * 5000)
+    assert status == cli.EXIT_USAGE and len(err) < 2200, err
+    assert err.rstrip().endswith("no such requirement or group in spec/"), err[-300:]
+    assert "(5055 characters)" in err  # the whole line's length, said in its middle
+    deep = tmp_path.joinpath(*["b" * 200] * 25) / "r.json"
+    status, _, err = run("run", "--quiet", "--json", str(deep))
+    assert status == cli.EXIT_USAGE and len(err) < 2200, err
+    assert err.rstrip().endswith(("File name too long", "does not exist")), err[-300:]
+
+
 # --- found by the hostile-input audit of 2.6.0 ---------------------------------------
 
 

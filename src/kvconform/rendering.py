@@ -53,6 +53,16 @@ def clip(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
+def clip_middle(text: str, limit: int = 2000) -> str:
+    """``text`` cut in its middle to about ``limit`` characters, with a note of its length:
+    its start and its end are kept, so an error that quotes a long path or value before
+    saying what is wrong with it still says it."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 4
+    return f"{text[: limit - tail]}... ({len(text)} characters) ...{text[-tail:]}"
+
+
 def render_hashes(values: tuple[int, ...]) -> str:
     """A list of u64 hash results: 16 hexadecimal digits each."""
     return "[" + ", ".join(f"0x{v:016x}" for v in values) + "]"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from kvconform.harness import manifest
-from kvconform.rendering import clip
+from kvconform.rendering import clip_middle
 from kvconform.reports.untrusted import one_line, visible
 
 # Imported where they are used, so that a command pays only for what it needs:
@@ -151,8 +151,9 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def _said(what: object) -> str:
     """An error's text as one console line: it may quote a file, a path or an adapter
-    (untrusted, of any size), so it is clipped and its line breaks escaped."""
-    return one_line(clip(str(what), 2000))
+    (untrusted, of any size), so it is clipped in its middle (what is wrong is said at
+    its end) and its line breaks escaped."""
+    return one_line(clip_middle(str(what), 2000))
 
 
 class _Visible(io.TextIOBase):
