@@ -870,6 +870,33 @@ def test_an_error_quoting_a_long_value_still_says_what_is_wrong_with_it(tmp_path
     assert err.rstrip().endswith(("File name too long", "does not exist")), err[-300:]
 
 
+@pytest.mark.parametrize(
+    "raised, said",
+    [
+        (MemoryError(), "stopped by a limit of the machine after 0 of "),
+        (OSError(errno.EMFILE, "Too many open files"), "stopped by a limit of the machine"),
+        (RuntimeError("a bug"), "internal error after 0 of "),
+    ],
+    ids=["memory", "descriptors", "bug"],
+)
+def test_the_machine_s_limits_are_not_called_a_bug(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, raised: Exception, said: str
+) -> None:
+    """Out of memory or of file descriptors, a run stops with status 4 and its reports
+    marked incomplete, as for a bug, but the line says what stopped it and asks for no
+    bug report (``ulimit -v``, ``ulimit -n`` in an audit)."""
+
+    def stopped(*args: Any, **kwargs: Any) -> runner.CaseResult:
+        raise raised
+
+    monkeypatch.setattr(cli_run, "run_case", stopped)
+    report = tmp_path / "r.json"
+    status, _, err = run("run", "--quiet", "--id", "hash.stories.*", "--json", str(report))
+    assert status == cli.EXIT_INTERNAL, err
+    assert said in err and ("please report it" in err) is isinstance(raised, RuntimeError), err
+    assert said in json.loads(report.read_text(encoding="utf-8"))["incomplete"]
+
+
 # --- found by the hostile-input audit of 2.6.0 ---------------------------------------
 
 

@@ -17,7 +17,8 @@ included, a malformed or modified suite file, a current folder that no longer ex
 a folder made for the outputs is removed again if still empty);
 3 the adapter could not start, or stopped answering (the cases it never ran are
 listed "not run"); 4 an internal error of kvconform
-(a bug: the reports so far are written, marked incomplete); 5 nothing judged
+(a bug), or a limit of the machine (out of memory, no file descriptor left): the
+reports so far are written, marked incomplete; 5 nothing judged
 (every selected case is not applicable to what the adapter declares); 130 interrupted
 (SIGINT, SIGTERM or SIGHUP: the adapter's process group is stopped and the
 reports so far are written, marked interrupted; one already ignored when the command
@@ -29,9 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import traceback
 from collections.abc import Sequence
-from pathlib import Path
 from typing import NoReturn, TextIO, cast
 
 from kvconform.cli.common import (
@@ -47,6 +46,7 @@ from kvconform.cli.common import (
     UsageError,
     _said,
     _silence,
+    _unexpected,
     _Visible,
     keep_made_folders,
     remove_made_folders,
@@ -108,11 +108,7 @@ def _command(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
         _silence(out)
         return EXIT_OK
     except Exception as exc:
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        err.write(
-            f"kvconform: internal error: {type(exc).__name__}: {_said(exc)} "
-            f"(at {Path(where.filename).name}:{where.lineno}; please report it)\n"
-        )
+        err.write(f"kvconform: {_said(_unexpected(exc))}\n")
         return EXIT_INTERNAL
     finally:
         keep_made_folders()

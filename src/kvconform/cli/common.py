@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import io
 import os
 import shlex
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,6 +149,19 @@ def _same_file(a: Path, b: Path) -> bool:
         return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
     except (OSError, RuntimeError):  # a link loop (RuntimeError before Python 3.13) is no
         return False  # file at all: reading or writing it will say so
+
+
+def _unexpected(exc: BaseException, ran: str = "") -> str:
+    """An exception nothing else handled, in words: a limit of the machine (out of memory,
+    no file descriptor left), which is no bug, or an internal error of kvconform, to be
+    reported; either way exit status 4. ``ran``: how far the run got, when one did."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    at = f"at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "at start"
+    what = f"{type(exc).__name__}: {exc}"
+    limits = (errno.ENOMEM, errno.EMFILE, errno.ENFILE)
+    if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno in limits):
+        return f"stopped by a limit of the machine{' ' + ran if ran else ''}: {what} ({at})"
+    return f"internal error{' ' + ran if ran else ''}: {what} ({at}; please report it)"
 
 
 def _said(what: object) -> str:

@@ -6,9 +6,7 @@ import argparse
 import gc
 import signal
 import time
-import traceback
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 import kvconform
@@ -42,6 +40,7 @@ from kvconform.cli.common import (
     _probe,
     _said,
     _same_file,
+    _unexpected,
     _writable_dir,
     one_shot,
 )
@@ -392,8 +391,4 @@ def _stop_reason(stopped: BaseException, done: int, total: int) -> str:
         return f"interrupted {ran}"
     if isinstance(stopped, Unresponsive):
         return f"{stopped}; the cases after it are not run"
-    where = traceback.extract_tb(stopped.__traceback__)[-1]
-    return (
-        f"internal error {ran}: {type(stopped).__name__}: {stopped} "
-        f"(at {Path(where.filename).name}:{where.lineno}; please report it)"
-    )
+    return _unexpected(stopped, ran)
