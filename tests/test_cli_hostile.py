@@ -897,6 +897,29 @@ def test_the_machine_s_limits_are_not_called_a_bug(
     assert said in json.loads(report.read_text(encoding="utf-8"))["incomplete"]
 
 
+def test_a_skeleton_that_cannot_be_written_whole_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a full disk new-adapter wrote README.md and stopped; its retry, disk freed, was
+    refused: 'the directory exists and is not empty'. What was begun is taken away."""
+    written = Path.write_text
+    target = tmp_path / "deep" / "my-adapter"
+
+    def disk_full_after_the_readme(path: Path, *args: Any, **kwargs: Any) -> int:
+        if path.name != "README.md":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return written(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", disk_full_after_the_readme)
+    status, _, err = run("new-adapter", "--lang", "rust", str(target))
+    assert status == cli.EXIT_USAGE and "No space left on device" in err, err
+    assert not (tmp_path / "deep").exists()
+    monkeypatch.undo()
+    status, _, err = run("new-adapter", "--lang", "rust", str(target))
+    assert status == cli.EXIT_OK, err
+    assert (target / "README.md").exists() and (target / "Cargo.toml").exists()
+
+
 # --- found by the hostile-input audit of 2.6.0 ---------------------------------------
 
 

@@ -15,6 +15,7 @@ answers it too. The templates are Python strings, one module per language.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import textwrap
 from collections.abc import Callable, Iterable
@@ -147,13 +148,25 @@ def generate(language: str, classes: Iterable[str], directory: Path) -> Skeleton
     check_directory(directory)
     files, build, command = _render(chosen)
     files = {"README.md": readme(chosen, build, command), **files}
-    directory.mkdir(parents=True, exist_ok=True)
-    for relative, text in files.items():
-        path = directory / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8", newline="\n")
-        if relative in _EXECUTABLE:
-            path.chmod(path.stat().st_mode | 0o111)
+    made = [folder for folder in (directory, *directory.parents) if not folder.exists()]
+    written: list[Path] = []
+    try:
+        for relative, text in files.items():
+            path = directory / relative
+            made += [f for f in (path.parent, *path.parent.parents) if not f.exists()]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            written.append(path)
+            path.write_text(text, encoding="utf-8", newline="\n")
+            if relative in _EXECUTABLE:
+                path.chmod(path.stat().st_mode | 0o111)
+    except OSError:  # a full disk, say: what was begun is taken away, so a retry can run
+        for path in written:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        for folder in sorted(set(made), key=lambda f: len(f.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
     return Skeleton(chosen, directory, tuple(files), build, command)
 
 
