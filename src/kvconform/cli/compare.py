@@ -38,5 +38,6 @@ def cmd_compare(args: argparse.Namespace, err: TextIO) -> int:
         html.write_compare(reports, args.output, [str(path) for path in args.reports])
     except OSError as exc:
         raise UsageError(f"cannot write {args.output}: {exc}") from None
-    err.write(f"wrote {_said(args.output)} ({len(reports)} implementations)\n")
+    many = "implementation" if len(reports) == 1 else "implementations"
+    err.write(f"wrote {_said(args.output)} ({len(reports)} {many})\n")
     return EXIT_OK
