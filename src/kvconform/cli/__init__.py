@@ -82,8 +82,9 @@ def _command(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     """The command, its errors turned into their exit statuses (see the module's text)."""
     restore = _stop_on_signals()
     try:
-        _current_folder_exists()
         args = _parser().parse_args(argv)
+        if args.command in ("run", "compare", "new-adapter"):  # the commands given paths
+            _current_folder_exists()
         if args.command == "run":
             return cmd_run(args, out, err)
         if args.command == "list":
