@@ -186,24 +186,22 @@ class _Visible(io.TextIOBase):
         self.lost: ConsoleLost | None = None  # the first failure; nothing is written after
 
     def write(self, text: str) -> int:
-        if self._stream is None or self.lost:
-            return len(text)
         shown = "\r" + visible(text[1:]) if text.startswith("\r") else visible(text)
-        try:
-            self._stream.write(shown)
-        except BrokenPipeError:
-            raise  # the reader went away: not a loss (kvconform.cli.main)
-        except OSError as exc:
-            self.lost = ConsoleLost.of(self.name, exc)
+        self._attempt(lambda stream: stream.write(shown))
         return len(text)
 
     def flush(self) -> None:
+        self._attempt(lambda stream: stream.flush())
+
+    def _attempt(self, action: Callable[[TextIO], object]) -> None:
+        """``action`` on the stream, unless it is closed or lost; a failure is kept as the
+        loss, and nothing is written after it. A reader that went away is not a loss."""
         if self._stream is None or self.lost:
             return
         try:
-            self._stream.flush()
+            action(self._stream)
         except BrokenPipeError:
-            raise
+            raise  # the reader went away: the command ends quietly (kvconform.cli.main)
         except OSError as exc:
             self.lost = ConsoleLost.of(self.name, exc)
 
