@@ -43,6 +43,11 @@ def run(*argv: str) -> tuple[int, str, str]:
         (["run", "--timeout", "inf"], "--timeout"),
         (["run", "--timeout", "1e308"], "at most 3600"),
         (["run", "--timeout", "0"], "above 0"),
+        (["run", "--timeout", "\u0663"], "not a number"),  # an Arabic-Indic 3: float takes it
+        (["run", "--timeout", " 3"], "not a number"),
+        (["run", "--timeout", "1_0"], "not a number"),
+        (["run", "--shutdown-grace", "\uff11"], "not a number"),  # a fullwidth 1
+        (["run", "--shutdown-grace", "-1"], "from 0 to 60"),
         (["run", "--max-failures-shown", "-3"], "expected a whole number"),
         (["run", "--max-failures-shown", " 3"], "expected a whole number"),
         (["run", "--generated", "\u0663"], "expected a whole number"),  # an Arabic-Indic 3
@@ -380,7 +385,7 @@ def test_write_expectations_into_an_unwritable_folder_is_refused_before_the_run(
         locked.chmod(0o700)
 
 
-@pytest.mark.parametrize("timeout", ["nan", "inf", "-1", "1e308"])
+@pytest.mark.parametrize("timeout", ["nan", "inf", "-1", "1e308", "\u0663"])
 def test_the_plugin_refuses_a_bad_timeout(tmp_path: Path, timeout: str) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "kvconform", "--kv-suite", "-q",

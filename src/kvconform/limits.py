@@ -73,3 +73,24 @@ MAX_TIMEOUT = 3600.0
 SHUTDOWN_GRACE = 1.0
 #: The longest ``--shutdown-grace`` accepted (seconds).
 MAX_SHUTDOWN_GRACE = 60.0
+
+
+def seconds(text: str, low: float, high: float, *, low_allowed: bool = False) -> float:
+    """``text`` as a number of seconds above ``low`` (or from it, when ``low_allowed``) and
+    at most ``high``: written in ASCII, with no space or underscore. ``float`` alone would
+    also take spaces, underscores and other scripts' digits (an Arabic-Indic 3 is 3.0),
+    which ``--timeout`` then read as a number no one wrote. Raises ValueError saying what
+    was expected; the text is shown as ``ascii`` sees it, so nothing in it acts."""
+    shown = ascii(text)[:60]
+    number = text.isascii() and text == text.strip() and "_" not in text
+    try:
+        value = float(text) if number else None
+    except ValueError:
+        value = None
+    if value is None:
+        raise ValueError(f"{shown} is not a number")
+    inside = (low <= value if low_allowed else low < value) and value <= high  # not nan
+    if not inside:
+        span = f"from {low:g} to {high:g}" if low_allowed else f"above {low:g} and at most {high:g}"
+        raise ValueError(f"must be a number of seconds {span}, got {shown}")
+    return value

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import kvconform
+from kvconform import limits
 from kvconform.adapters import DEFAULT_ADAPTER, AdapterSpecError, load_adapter
 from kvconform.harness import manifest, paths
 from kvconform.rendering import clip
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 
 _DRIVER = pytest.StashKey["Driver"]()
 _SEEN = pytest.StashKey[dict[str, str]]()
+#: ``--kv-timeout`` as read by :func:`kvconform.limits.seconds`, the command's reader.
+_TIMEOUT = pytest.StashKey[float]()
 #: The suite as the manifest's loader sees it: each data file it loads, by resolved path,
 #: with its name in the manifest (``scenarios/...``, ``vectors/...``).
 _LISTED = pytest.StashKey[dict[Path, str]]()
@@ -68,8 +71,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--kv-timeout",
         metavar="SECONDS",
-        type=float,
-        default=10.0,
+        default="10",
         help="--kv-adapter-cmd: seconds to wait for each response (default 10)",
     )
     group.addoption(
@@ -100,11 +102,11 @@ def pytest_configure(config: pytest.Config) -> None:
             "--kv-adapter and --kv-adapter-cmd are mutually exclusive: "
             "give an in-process adapter or an adapter process, not both"
         )
-    timeout = config.getoption("kv_timeout")
-    if not 0 < timeout <= 3600:  # also false for nan
-        raise pytest.UsageError(
-            f"--kv-timeout must be a number of seconds above 0 and at most 3600, got {timeout}"
-        )
+    try:  # the command's reader of --timeout (limits.seconds), read once here
+        timeout = limits.seconds(str(config.getoption("kv_timeout")), 0, limits.MAX_TIMEOUT)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--kv-timeout {exc}") from None
+    config.stash[_TIMEOUT] = timeout
     allowed = config.getoption("kv_allow_modified")
     config.stash[_STRAYS] = ()
     roots = _suite_roots()
@@ -198,7 +200,7 @@ def driver_for(config: pytest.Config) -> Driver:
 
         command = config.getoption("kv_adapter_cmd")
         if command is not None:
-            driver = _stdio_driver(command, config.getoption("kv_timeout"))
+            driver = _stdio_driver(command, config.stash[_TIMEOUT])
         else:
             spec = config.getoption("kv_adapter") or DEFAULT_ADAPTER
             try:

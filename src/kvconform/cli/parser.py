@@ -314,29 +314,19 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
 
 
 def _timeout(text: str) -> float:
-    """Seconds: a finite number above 0, at most :data:`MAX_TIMEOUT`."""
+    """Seconds: a finite number above 0, at most :data:`MAX_TIMEOUT`, in ASCII."""
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value <= MAX_TIMEOUT:  # also false for nan
-        raise argparse.ArgumentTypeError(
-            f"must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}, got {text!r}"
-        )
-    return value
+        return limits.seconds(text, 0, MAX_TIMEOUT)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _grace(text: str) -> float:
     """Seconds: a finite number from 0 to :data:`~kvconform.limits.MAX_SHUTDOWN_GRACE`."""
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= value <= limits.MAX_SHUTDOWN_GRACE:  # also false for nan
-        raise argparse.ArgumentTypeError(
-            f"must be a number of seconds from 0 to {limits.MAX_SHUTDOWN_GRACE:g}, got {text!r}"
-        )
-    return value
+        return limits.seconds(text, 0, limits.MAX_SHUTDOWN_GRACE, low_allowed=True)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _named_directory(text: str) -> Path:
