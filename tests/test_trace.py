@@ -85,6 +85,36 @@ def test_over_stdio_the_trace_is_the_lines_on_the_wire(tmp_path: Path) -> None:
     assert '> {"seq":' in text and '"op":"verify","recorded":null' in text  # as sent, seq and all
     assert '"kind":"unmarked"' in text  # as the adapter wrote it
     assert '> {"seq":' in text and '"op":"reset"}' in text  # the end of the program
+    # the handshake, which no case owns, and the shutdown that ends the run (--help says so)
+    sections = text.split("\n\n")
+    opening = next(part for part in sections if part.startswith("the handshake"))
+    assert '"op":"hello","protocol":2' in opening and '"name":"kvconform-reference"' in opening
+    assert sections.index(opening) < next(
+        i for i, part in enumerate(sections) if part.startswith("scenario verify.v2.unmarked")
+    )
+    closing = next(part for part in sections if part.startswith("the end of the run"))
+    assert '"op":"shutdown"' in closing and '< {"seq":' in closing
+    assert text.count('"op":"hello"') == 1 and text.count('"op":"shutdown"') == 1
+
+
+def test_the_trace_of_an_adapter_that_refused_every_offer_holds_each_offer(
+    tmp_path: Path,
+) -> None:
+    """A run whose adapter never started writes its trace: the handshake that failed is
+    what its author needs to see (and an earlier run's trace is not left at the path)."""
+    trace = tmp_path / "trace.txt"
+    trace.write_text("an earlier run's trace\n", encoding="utf-8")
+    fixture = Path(__file__).parent / "fixtures" / "misbehaving_adapter.py"
+    status = cli.main(
+        ["run", "--quiet", "--id", "hash.stories.*", "--trace", str(trace),
+         "--adapter-cmd", f"{sys.executable} {fixture} hello-refuse"]
+    )  # fmt: skip
+    assert status == cli.EXIT_ADAPTER
+    text = trace.read_text(encoding="utf-8")
+    assert "earlier run" not in text and "settled no protocol" in text.splitlines()[0]
+    offers = [json.loads(line.split("> ", 1)[1]) for line in text.splitlines() if "> {" in line]
+    assert [offer["protocol"] for offer in offers] == [2, 1], offers  # every offer, refused
+    assert text.count("< {") == 2 and "scenario " not in text
 
 
 def _traced_labels(trace: Path, case_id: str) -> list[tuple[str, str]]:

@@ -50,8 +50,13 @@ def _with_wire(result: CaseResult, wire: Sequence[tuple[str, bytes]]) -> CaseRes
     if not wire:
         return result
     sent = [line for direction, line in wire if direction == "send"]
+    return dataclasses.replace(result, trace=_exchanges(wire, _wire_labels(result.case, sent)))
+
+
+def _exchanges(wire: Sequence[tuple[str, bytes]], labels: Sequence[str]) -> tuple[str, ...]:
+    """``wire`` as numbered exchanges: each request beside its label, then its answer."""
+    sent = [line for direction, line in wire if direction == "send"]
     received = [line for direction, line in wire if direction == "recv"]
-    labels = _wire_labels(result.case, sent)
     lines: list[str] = []
     for index in range(max(len(sent), len(received))):
         lines.append(f"{index + 1:>3} {labels[index] if index < len(labels) else ''}".rstrip())
@@ -59,7 +64,7 @@ def _with_wire(result: CaseResult, wire: Sequence[tuple[str, bytes]]) -> CaseRes
             text = side[index].decode("utf-8", "backslashreplace") if index < len(side) else ""
             shown = one_line(clip(text, _TRACE_LINE_LIMIT)) if text else "(nothing)"
             lines.append(f"    {mark} {shown}")
-    return dataclasses.replace(result, trace=tuple(lines))
+    return tuple(lines)
 
 
 def _wire_labels(case: Case, sent: Sequence[bytes]) -> list[str]:
@@ -105,23 +110,41 @@ def _request_op(line: bytes) -> str | None:
 
 
 def _write_trace(
-    path: Path, results: Sequence[CaseResult], protocol: int | None = None
+    path: Path,
+    results: Sequence[CaseResult],
+    protocol: int | None = None,
+    *,
+    opening: Sequence[tuple[str, bytes]] = (),
+    closing: Sequence[tuple[str, bytes]] = (),
 ) -> list[str]:
     """Every traced case, in run order: its verdict, then each exchange (``--trace``).
     ``protocol``: the version spoken over stdio; ``None`` in process, where each
-    request is shown in its protocol-1 wire form."""
-    spoken = (
-        "in process: each request in its protocol-1 wire form"
-        if protocol is None
-        else f"over stdio, protocol {protocol}, the lines as written"
-        + (": every count a decimal string, PROTO-33" if protocol == 2 else "")
-    )
+    request is shown in its protocol-1 wire form, or over stdio before a handshake
+    settled one. ``opening``: the lines of the handshake that started the adapter, which
+    no case owns (every offer, refused or answered); ``closing``: those of the
+    ``shutdown`` that ended the run."""
+    if protocol is not None:
+        spoken = f"over stdio, protocol {protocol}, the lines as written" + (
+            ": every count a decimal string, PROTO-33" if protocol == 2 else ""
+        )
+    elif opening:
+        spoken = "over stdio, the lines as written; the handshake settled no protocol"
+    else:
+        spoken = "in process: each request in its protocol-1 wire form"
     lines = [f"# kvconform trace: > what the harness sent, < what came back ({spoken})", ""]
+    if opening:
+        lines.append("the handshake (the adapter started)")
+        lines += [f"  {line}" for line in _exchanges(opening, ["(handshake)"] * len(opening))]
+        lines.append("")
     for result in results:
         if not result.trace:
             continue
         lines.append(f"{result.case.kind} {result.case.id}: {result.verdict}")
         lines += [f"  {line}" for line in result.trace]
+        lines.append("")
+    if closing:
+        lines.append("the end of the run")
+        lines += [f"  {line}" for line in _exchanges(closing, ["(shutdown)"] * len(closing))]
         lines.append("")
     return _write_output("the trace", path, "\n".join(lines))
 

@@ -23,6 +23,7 @@ from kvconform.values import AdapterInfo
 
 if TYPE_CHECKING:
     from kvconform.harness.expectations import Expectations
+    from kvconform.protocol.exchange import Trace
 from kvconform.cli.common import (
     EXIT_ADAPTER,
     EXIT_FAILED,
@@ -59,7 +60,9 @@ from kvconform.cli.signals import _signals_held
 from kvconform.cli.summary import Progress, _print_summary
 
 
-def _driver(args: argparse.Namespace) -> Driver:
+def _driver(args: argparse.Namespace, wire: list[tuple[str, bytes]] | None = None) -> Driver:
+    """The driver of the run's adapter; over stdio, with ``wire`` given, every line sent and
+    received is appended to it from the first ``hello`` on (``--trace``)."""
     if args.adapter_cmd:
         argv = _adapter_argv(args.adapter_cmd)
         from kvconform.protocol.client import AdapterStartError, StdioDriver
@@ -70,6 +73,7 @@ def _driver(args: argparse.Namespace) -> Driver:
                 timeout=args.timeout,
                 shutdown_grace=args.shutdown_grace,
                 protocol=args.protocol,
+                trace=None if wire is None else _recorder(wire),
             )
         except AdapterStartError as exc:
             raise AdapterStartFailed(str(exc)) from None
@@ -85,6 +89,15 @@ def _driver(args: argparse.Namespace) -> Driver:
     except BaseException as exc:  # its import, factory or describe(); sys.exit() included
         said = one_line(clip(f"{type(exc).__name__}: {exc}", 2000))
         raise AdapterStartFailed(f"adapter {spec!r} failed to start: {said}") from None
+
+
+def _recorder(wire: list[tuple[str, bytes]]) -> Trace:
+    """A driver's trace hook that appends each line, with its direction, to ``wire``."""
+
+    def record(direction: str, line: bytes) -> None:
+        wire.append((direction, bytes(line)))
+
+    return record
 
 
 def _preflight(args: argparse.Namespace) -> None:
@@ -159,13 +172,17 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except (KeyboardInterrupt, Stopped) as exc:
         _report_no_start(args, cases, integrity, exc, err, known, stage="while the suite loaded")
         raise
+    # over stdio, --trace records every line from the first hello: the handshake (which
+    # no case owns) and the closing shutdown are traced apart from the cases
+    wire: list[tuple[str, bytes]] | None = [] if args.trace and args.adapter_cmd else None
     try:
-        driver = _driver(args)
+        driver = _driver(args, wire)
     except (AdapterStartFailed, KeyboardInterrupt, Stopped) as exc:
         # No case can run: the reports say so, rather than leave an earlier run's verdict
         # at their paths (README, exit statuses 3 and 130).
-        _report_no_start(args, cases, integrity, exc, err, known)
+        _report_no_start(args, cases, integrity, exc, err, known, opening=wire or ())
         raise
+    opening = tuple(wire or ())
     if generated is not None and not any(case.kind == "generated" for case in cases):
         err.write("kvconform: --generated: the selection holds none of the generated.* cases\n")
         generated = None
@@ -174,10 +191,6 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             f"generated checks: {generated.examples} example(s) per property, "
             f"seed {generated.seed}\n"
         )
-    wire: list[tuple[str, bytes]] | None = None
-    if args.trace is not None and hasattr(driver, "trace"):  # over stdio: the lines themselves
-        wire = []
-        driver.trace = lambda direction, line: wire.append((direction, bytes(line)))
     started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())  # UTC, ISO 8601
     clock = time.perf_counter()
     progress = Progress(len(cases), err, args.quiet)
@@ -218,10 +231,13 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         progress.finish()
         if isinstance(stopped, KeyboardInterrupt | Stopped) and hasattr(driver, "shutdown_grace"):
             driver.shutdown_grace = 0.0  # a supervisor's signal: the adapter's group goes now
+        if wire is not None:
+            wire.clear()  # what the last case sent is in its result; what follows is the close
         try:
             driver.close()
         except (KeyboardInterrupt, Stopped) as exc:  # a second signal while it shuts down
             stopped = stopped or exc
+    closing = tuple(wire or ())
     incomplete = None if stopped is None else _stop_reason(stopped, len(results), len(cases))
     if incomplete is not None:  # the summary counts the whole selection, run or not
         results += [
@@ -282,7 +298,11 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if args.trace is not None:
             spoken = getattr(driver, "protocol", None)
             unwritten += _write_trace(
-                args.trace, results, spoken if isinstance(spoken, int) else None
+                args.trace,
+                results,
+                spoken if isinstance(spoken, int) else None,
+                opening=opening,
+                closing=closing,
             )
         if stopped is None and args.write_expectations:
             from kvconform.harness import expectations as expectations_mod
@@ -326,12 +346,13 @@ def _report_no_start(
     err: TextIO,
     known: Expectations | None = None,
     stage: str = "before the adapter answered hello",
+    opening: Sequence[tuple[str, bytes]] = (),
 ) -> None:
     """Write the reports of a run whose adapter never answered ``hello`` (``stage`` says
     when it stopped): every selected case not run (none, when the suite was not loaded
     yet), the report marked incomplete (a gate, if any, not reached), the adapter named
-    by its command."""
-    if not _output_paths(args):
+    by its command; and the trace (``--trace``) of the handshake, if one began."""
+    if not _output_paths(args) and args.trace is None:
         return
     from kvconform.reports import record
 
@@ -369,7 +390,10 @@ def _report_no_start(
         "adapter_not_started" if isinstance(why, AdapterStartFailed) else _stop_kind(why)
     )
     with _signals_held(), _outputs_locked(args):
-        _say_unwritten(_write_reports(args, report), err)
+        unwritten = _write_reports(args, report)
+        if args.trace is not None:  # the handshake that failed, if one began
+            unwritten += _write_trace(args.trace, (), opening=opening)
+        _say_unwritten(unwritten, err)
 
 
 def _stop_kind(stopped: BaseException | None) -> str:
