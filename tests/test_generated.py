@@ -717,3 +717,21 @@ def test_every_format_version_the_suite_sends_fits_a_u32() -> None:
                 for index in range(300):
                     versions += _versions(write(program_source(3, prop.id, index)))
     assert versions and max(versions) < 1 << 32 and min(versions) >= 0
+
+
+def test_a_generated_check_rests_on_the_decisions_its_class_rests_on() -> None:
+    """A generated check is reported, counted and explained on the basis of the rules it
+    compares (CONF-8): decisions the specification lists, and, for a class none of whose
+    scenarios rests on the seeds (prefix_cache, spec/prefix.md), never the seeds' semantics,
+    which a report says to fix first."""
+    from kvconform.harness import generated, suite
+    from kvconform.values import DECISIONS
+
+    scenarios = [c for c in suite.all_cases() if c.kind == "scenario"]
+    for check in generated.CHECKS:
+        assert set(check.decisions) <= set(DECISIONS), check.id
+        of_class = [c for c in scenarios if c.cls == check.cls]
+        if of_class and all(c.basis for c in of_class):
+            assert check.decisions, check.id
+            assert set(check.decisions) >= {d for c in of_class for d in c.basis}, check.id
+        assert PROPERTIES_BY_ID[check.id].case.basis == check.decisions

@@ -80,6 +80,7 @@ class Property:
             checks=(),
             area="generated",
             kind="generated",
+            basis=self.described.decisions,
         )
 
 

@@ -112,7 +112,11 @@ def explain_case(case: Case) -> str:
     written = _as_written(case)
     if written:
         lines += ["", "As written:", *("  " + line for line in written)]
-    lines += ["", "Steps (each operation as sent, and what is expected of it):"]
+    lines += [
+        "",
+        "Steps (each operation as sent under protocol 1, and what is expected of it; under",
+        "protocol 2 every count travels as a decimal string, PROTO-33):",
+    ]
     lines += [f"  {line}" for line in _steps(case)]
     lines += ["", "Requirements:"]
     for req_id in case.requires:
@@ -145,6 +149,13 @@ def explain_generated(property_id: str) -> str:
             or "the reference's answers, judged by CONF-12 (ids and keys by relation, "
             "errors by kind, field, layer and values); programs are drawn only where your "
             "declared options and capabilities agree with the reference's defaults"
+        ),
+        "  rests on: "
+        + (
+            f"decisions {', '.join(case.decisions)} (spec/README.md, Decisions; a failure is "
+            "about policy)"
+            if case.decisions
+            else "the seeds' semantics (a failure breaks a rule every implementation shares)"
         ),
         "",
         "Why: " + _wrap(case.why),

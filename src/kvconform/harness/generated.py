@@ -25,6 +25,9 @@ class GeneratedCheck:
     #: What its expectations rest on, where it is not the reference under its defaults
     #: with programs kept where the implementation's declarations agree with them.
     basis: str = ""
+    #: The decisions of the specification (spec/README.md, Decisions) its verdict rests on,
+    #: as a scenario's ``basis`` names them (CONF-8); none: the seeds' semantics.
+    decisions: tuple[str, ...] = ()
 
 
 #: The generated checks, in the order they run.
@@ -99,6 +102,20 @@ CHECKS: tuple[GeneratedCheck, ...] = (
         "programs stay where your other prefix options give the same answer (your block "
         "size, no empty salt under refuse, caller ids that name the content under caller, "
         "no equal weights in one process under instance, a tier only under shared)",
+        decisions=(  # not the seeds': every rule of the class is a decision (spec/prefix.md)
+            "prefix-observable-reuse",
+            "prefix-partial",
+            "prefix-block-size",
+            "prefix-adapter-identity",
+            "prefix-media-identity",
+            "prefix-propagation",
+            "prefix-salt",
+            "prefix-empty-salt",
+            "prefix-typed-extras",
+            "prefix-key-strength",
+            "prefix-chain-root",
+            "prefix-shared-tier",
+        ),
     ),
 )
 
