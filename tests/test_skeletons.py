@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+import kvconform
 from kvconform import cli, skeletons
 from kvconform.harness import checks, suite
 from kvconform.protocol import operations as ops
@@ -249,6 +250,13 @@ def test_every_generated_file_has_a_header_and_every_operation_is_answered(
         head = path.read_text(encoding="utf-8")[:2000]
         assert "spec/protocol.md" in head and "replace" in head.lower(), path
         sources += path.read_text(encoding="utf-8")
+    # the source and the README say the protocol the adapter speaks, and the suite's version
+    said = f"suite {kvconform.SUITE_VERSION}, protocol {PROTOCOL[lang]})"
+    for name in (SOURCE[lang], "README.md"):
+        text = (tmp_path / "x" / name).read_text(encoding="utf-8")
+        assert said in " ".join(text.replace("//", " ").replace("#", " ").split()), name
+    readme = (tmp_path / "x" / "README.md").read_text(encoding="utf-8")
+    assert f"`hello` handshake (protocol {PROTOCOL[lang]})" in " ".join(readme.split())
     for spec in TABLE:
         answered = f"notImplemented('{spec.name}')", f'not_implemented("{spec.name}")'
         assert any(call in sources for call in answered), spec.name

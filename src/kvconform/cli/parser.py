@@ -261,8 +261,8 @@ def _parser() -> argparse.ArgumentParser:
     new_adapter.add_argument(
         "--classes",
         metavar="CLASS,...",
-        help="the classes to claim, comma-separated: hash, identity, plan, signature, verify, "
-        "plan_validity (default: hash); a class another requires is added and said so",
+        help=f"the classes to claim, comma-separated: {', '.join(CLASSES)} (default: hash); "
+        "a class another requires is added and said so",
     )
     new_adapter.add_argument("directory", type=_named_directory, metavar="DIR")
     return parser

@@ -22,10 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import kvconform
-from kvconform.protocol.codec import PROTOCOL_VERSION
 from kvconform.protocol.operations import TABLE
-from kvconform.skeletons._common import Plan, classes_note, describe
+from kvconform.skeletons._common import SPOKEN, Plan, classes_note, describe, written_by
 from kvconform.values import CLASS_REQUIRES, CLASSES
 
 #: The languages a skeleton can be written in.
@@ -212,8 +210,7 @@ def readme(chosen: Plan, build: str, command: str) -> str:
     build_step = f"Build it:\n\n```sh\n{build}\n```\n\n" if build else ""
     return _reflow(f"""# {chosen.name}
 
-<!-- Written by `kvconform new-adapter` (kvconform {kvconform.__version__}, protocol \
-{PROTOCOL_VERSION}).
+<!-- Written by {written_by(chosen.language)}.
 What to replace: each "not implemented" answer in the adapter's source, with a call on
 your implementation. The protocol is spec/protocol.md in kvconform. -->
 
@@ -222,7 +219,7 @@ protocol of `spec/protocol.md` in kvconform (installed with the package as
 `kvconform/data/spec/protocol.md`; the message schemas are in
 `conformance/schema/protocol/`). {_NOTES[chosen.language].replace("@@NAME@@", chosen.name)}
 
-It completes the `hello` handshake (protocol {PROTOCOL_VERSION}) and declares:
+It completes the `hello` handshake (protocol {SPOKEN[chosen.language]}) and declares:
 
 - classes: {classes_note(chosen)};
 - {fmt}.

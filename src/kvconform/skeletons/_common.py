@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from importlib import resources
 
 import kvconform
-from kvconform.protocol.codec import PROTOCOL_VERSION
 from kvconform.protocol.operations import FieldKind, OpSpec, ResultKind
 
 
@@ -100,13 +99,24 @@ def not_implemented(op: str) -> str:
     return f"not implemented: {op}"
 
 
-def header_lines(
-    chosen: Plan, replace: Iterable[str], width: int = 78, protocol: int = PROTOCOL_VERSION
-) -> list[str]:
+#: The protocol version each language's skeleton speaks (spec/protocol.md): JavaScript's
+#: is 2, in which every count is a decimal string, so its built-in ``JSON.parse`` is exact.
+SPOKEN = {"python": 1, "rust": 1, "javascript": 2}
+
+
+def written_by(language: str) -> str:
+    """Which command, package, suite and protocol wrote a skeleton: its header's words."""
+    return (
+        f"`kvconform new-adapter` (kvconform {kvconform.__version__}, suite "
+        f"{kvconform.SUITE_VERSION}, protocol {SPOKEN[language]})"
+    )
+
+
+def header_lines(chosen: Plan, replace: Iterable[str], width: int = 78) -> list[str]:
     """The header comment of a generated file, as lines without a comment marker."""
     lines = [
         f"{chosen.name}: a kvconform stdio adapter skeleton ({chosen.language}), written by",
-        f"`kvconform new-adapter` (kvconform {kvconform.__version__}, protocol {protocol}).",
+        *textwrap.wrap(f"{written_by(chosen.language)}.", width),
         *textwrap.wrap(f"It claims the classes {', '.join(chosen.classes)}.", width),
         "",
         "What to replace:",

@@ -288,7 +288,7 @@ def _function(op: str, doc: str) -> str:
 
 
 def render(chosen: Plan) -> tuple[dict[str, str], str, str]:
-    header = "\n".join(f"// {line}".rstrip() for line in header_lines(chosen, _REPLACE, protocol=2))
+    header = "\n".join(f"// {line}".rstrip() for line in header_lines(chosen, _REPLACE))
     unclaimed = (
         "{\n" + "".join(f"  {s.name}: '{s.needs}',\n" for s in chosen.unclaimed) + "}"
         if chosen.unclaimed
