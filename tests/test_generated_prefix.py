@@ -20,6 +20,8 @@ from kvconform.differential.compare import Mismatch
 from kvconform.differential.declared import DeclaredReference
 from kvconform.differential.engine import PROPERTIES_BY_ID, case_result, run_property
 from kvconform.differential.prefix import refine
+from kvconform.harness.checks import Failure, Where
+from kvconform.harness.runner import render_failure
 from kvconform.protocol import operations as ops
 from kvconform.protocol.driver import InProcessDriver
 from kvconform.values import AdapterInfo, Ok
@@ -209,6 +211,14 @@ def test_a_disagreement_on_a_lookup_is_told_by_its_half() -> None:
     assert "PREFIX-2" not in over.requires and "over-reuse" in over.actual
     other = Mismatch(1, "success", "an error", ("PREFIX-14",))
     assert refine(program, expected, expected, other) == other
+    # a report of the failure cites the rules the disagreement bears on, not all 22 of the
+    # check's: each is printed with its text
+    failure = Failure(Where("generated", None, "operation 4"), under.expected, under.actual,
+                      under.requires)  # fmt: skip
+    shown = render_failure(PROPERTIES_BY_ID["generated.prefix"].case, (failure,))
+    cited = next(line for line in shown.splitlines() if line.startswith("  requires:"))
+    assert cited == "  requires: " + ", ".join(under.requires), cited
+    assert "PREFIX-21" not in shown and "decision prefix-observable-reuse" in shown
 
 
 # --- teeth ----------------------------------------------------------------------------

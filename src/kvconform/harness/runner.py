@@ -317,7 +317,10 @@ def render_failure(case: Case, failures: tuple[Failure, ...], reason: str = "") 
     if not failures:
         return f"{case.id}: passed"
     first = failures[0]
-    requires = ", ".join(dict.fromkeys((*case.requires, *first.requires)))
+    # a generated check bears on every rule of its class; a disagreement it found names the
+    # rules that one bears on (differential.prefix.refine), and those are what is shown
+    cited = first.requires if case.kind == "generated" and first.requires else case.requires
+    requires = ", ".join(dict.fromkeys((*cited, *first.requires)))
     lines = [
         f"{case.kind} {case.id} failed at {first.where}",
         f"  expected: {_hanging(first.expected)}",
