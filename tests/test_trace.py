@@ -115,6 +115,10 @@ def test_the_trace_of_an_adapter_that_refused_every_offer_holds_each_offer(
     offers = [json.loads(line.split("> ", 1)[1]) for line in text.splitlines() if "> {" in line]
     assert [offer["protocol"] for offer in offers] == [2, 1], offers  # every offer, refused
     assert text.count("< {") == 2 and "scenario " not in text
+    missing = ["run", "--quiet", "--id", "hash.stories.*", "--trace", str(trace),
+               "--adapter-cmd", str(tmp_path / "no-such-adapter")]  # fmt: skip
+    assert cli.main(missing) == cli.EXIT_ADAPTER
+    assert "nothing was exchanged" in trace.read_text(encoding="utf-8")
 
 
 def _traced_labels(trace: Path, case_id: str) -> list[tuple[str, str]]:

@@ -129,6 +129,8 @@ def _write_trace(
         )
     elif opening:
         spoken = "over stdio, the lines as written; the handshake settled no protocol"
+    elif not results:
+        spoken = "nothing was exchanged: the run stopped before an adapter answered"
     else:
         spoken = "in process: each request in its protocol-1 wire form"
     lines = [f"# kvconform trace: > what the harness sent, < what came back ({spoken})", ""]
