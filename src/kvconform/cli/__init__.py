@@ -60,6 +60,11 @@ from kvconform.cli.parser import _parser
 from kvconform.cli.run import cmd_run
 from kvconform.cli.signals import _stop_on_signals
 
+#: The most lines quoted after "the adapter could not start": the harness keeps the last
+#: 20 lines of an adapter's standard error (protocol.channel.STDERR_TAIL_LINES) and a
+#: line saying how many it quotes; more would come from a text no harness wrote.
+_QUOTED_LINES = 64
+
 
 def main(
     argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
@@ -99,7 +104,11 @@ def _command(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
         err.write(f"kvconform: error: {_said(exc)}\n")
         return EXIT_USAGE
     except AdapterStartFailed as exc:
-        err.write(f"kvconform: the adapter could not start: {_said(exc)}\n")
+        # one line saying why, then the adapter's last standard error lines as the harness
+        # quoted them (PROTO-13, protocol.md shows the form), each on a line of its own
+        why, *quoted = str(exc).split("\n")
+        err.write(f"kvconform: the adapter could not start: {_said(why)}\n")
+        err.writelines(f"{_said(line)}\n" for line in quoted[:_QUOTED_LINES])
         return EXIT_ADAPTER
     except (KeyboardInterrupt, Stopped):
         err.write("kvconform: interrupted\n")
