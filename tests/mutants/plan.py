@@ -154,6 +154,31 @@ class PlanKeyParamsUntyped(PlanAdapter):
 
 
 @mutant(
+    "plan-key-params-uncounted",
+    breaks=("PLAN-16",),
+    half="under",
+    plausible="every parameter carries its type name and every string its length, so the "
+    "count before the list looks redundant (a Java adapter written from the documents left "
+    "it out); but a u64 value and a string's trailing length are both eight bytes, and a "
+    "string can end with the encoding of a parameter that follows it",
+)
+class PlanKeyParamsUncounted(PlanAdapter):
+    composition = replace(REFERENCE_COMPOSITION, count_params=False)
+
+
+@mutant(
+    "plan-key-hooks-uncounted",
+    breaks=("PLAN-16",),
+    half="under",
+    plausible="the parameter list is counted and every hook entry ends with 'some' or "
+    "'none', so a count before the hooks looks redundant; but a parameter whose name ends "
+    "with another's encoding can take the first hook's place",
+)
+class PlanKeyHooksUncounted(PlanAdapter):
+    composition = replace(REFERENCE_COMPOSITION, count_hooks=False)
+
+
+@mutant(
     "plan-key-string-values-undelimited",
     breaks=("PLAN-15", "PLAN-16", "HASH-5"),
     half="under",
