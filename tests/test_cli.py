@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from kvconform import cli
+from kvconform.adapters.reference import ReferenceAdapter
 from kvconform.harness import manifest, suite
 from kvconform.harness.yamlsource import Document, validate
 
@@ -625,3 +626,29 @@ def test_generated_checks_default_to_the_suite_versions_fixed_seed() -> None:
     assert fresh[0] == cli.EXIT_OK and f"seed {DEFAULT_SEED}" not in fresh[1] + fresh[2]
     status, _, err = run("run", "--generated", "2", "--seed", "soon")
     assert status == cli.EXIT_USAGE and "expected a whole number or 'random'" in err
+
+
+class _NoMedia(ReferenceAdapter):
+    """An engine with no media input: it refuses to attach an item (an adapter failure)
+    and answers every later step for the request as it holds it, without the item."""
+
+    def request_media(self, *args: object, **kwargs: object) -> None:
+        raise RuntimeError("this engine has no media input")
+
+
+def test_an_answer_after_the_adapter_broke_is_not_judged() -> None:
+    """What follows a break is not judged (spec/security.md): a lookup of a request whose
+    media the adapter refused to attach is of a request the scenario did not write, so
+    its count is not a wrong answer (it was read as over-reuse: cause 'answer')."""
+    from kvconform.harness import runner
+    from kvconform.protocol.driver import InProcessDriver
+
+    cases = [c for c in suite.all_cases() if c.id.startswith("prefix.media.")]
+    results = runner.run_cases(cases, InProcessDriver(_NoMedia()))
+    failed = [r for r in results if r.verdict == "failed"]
+    assert failed and all(runner.cause_of(r.failures) == "adapter" for r in failed), [
+        (r.case.id, [(f.where.step, f.broken) for f in r.failures]) for r in failed
+    ]
+    # a failure judged before the break is still a wrong answer: the break explains only
+    # what follows it
+    assert all(r.failures[0].broken for r in failed)

@@ -10,10 +10,10 @@ import json
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from kvconform.harness.checks import Answers, Failure, OutcomeCheck, Refuses
+from kvconform.harness.checks import Answers, Check, Failure, OutcomeCheck, Refuses
 from kvconform.harness.declarations import adapt, capability_missing, option_not_declared
 from kvconform.harness.explain import requirement_summary
 from kvconform.harness.reexpress import reexpress
@@ -190,20 +190,27 @@ def run_case(
             actual=f"{len(outcomes)} outcomes",
         )
         return CaseResult(case, "failed", (failure,), seconds=seconds, trace=traced)
-    failures: list[Failure] = []
-    for check in case.checks:
-        found = check.evaluate(outcomes)
-        if found is not None:
-            failures.append(found)
-    # In step order: an adapter failure explains what follows it, never a wrong answer
-    # judged before it, which stays the case's first failure.
     probes = {  # steps where a failure answer is a right one (CONF-9, PLAN-24)
         c.op_index
         for c in case.checks
         if isinstance(c, OutcomeCheck) and isinstance(c.expect, Refuses | Answers)
     }
-    broken = (i for i, o in enumerate(outcomes) if isinstance(o, Broken) and i not in probes)
-    if next(broken, None) is not None and not failures:
+    first_break = next(
+        (i for i, o in enumerate(outcomes) if isinstance(o, Broken) and i not in probes), None
+    )
+    failures: list[Failure] = []
+    for check in case.checks:
+        found = check.evaluate(outcomes)
+        if found is None:
+            continue
+        # In step order: an adapter failure explains what follows it, never a wrong answer
+        # judged before it, which stays the case's first failure. An answer after the break
+        # is to a program the adapter did not run as written (a request left without the
+        # item it refused to attach): it is not judged (spec/security.md).
+        if first_break is not None and not found.broken and _last_step(check) > first_break:
+            found = replace(found, broken=True)
+        failures.append(found)
+    if first_break is not None and not failures:
         failures.append(Failure(case.checks[0].where, "no adapter failure", "adapter failure"))
     failures += _ids_given_again(case, outcomes, driver)
     advice: tuple[Failure, ...] = ()
@@ -212,6 +219,13 @@ def run_case(
         failures = [f for f in failures if not is_message_finding(f)]
     verdict: Verdict = "failed" if failures else "passed"
     return CaseResult(case, verdict, tuple(failures), seconds=seconds, trace=traced, advice=advice)
+
+
+def _last_step(check: Check) -> int:
+    """The last step of the program whose outcome ``check`` reads."""
+    if isinstance(check, OutcomeCheck):
+        return check.op_index
+    return max(ref.op_index for ref in check.refs)
 
 
 @dataclass
