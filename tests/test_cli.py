@@ -652,3 +652,15 @@ def test_an_answer_after_the_adapter_broke_is_not_judged() -> None:
     # a failure judged before the break is still a wrong answer: the break explains only
     # what follows it
     assert all(r.failures[0].broken for r in failed)
+
+
+def test_a_gate_in_force_is_said_beside_the_verdict_even_with_no_failure(tmp_path: Path) -> None:
+    """docs/validate-your-implementation.md §5: with an expectations file, the console's
+    last line says the gate passed beside the verdict, failures or none (it said nothing
+    of the gate for a run without failures, the one a fixed engine's CI meets)."""
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("kvconform: expectations/1\nknown_failures: []\n", encoding="utf-8")
+    status, out, _ = run("run", "--id", "hash.stories.*", "--quiet", "--expectations", str(empty))
+    assert status == cli.EXIT_OK
+    last = out.rstrip().splitlines()[-1]
+    assert last.endswith("CONFORMANT for the declared classes; gate passed"), last

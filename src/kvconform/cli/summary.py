@@ -176,9 +176,9 @@ def _print_summary(
         "no verdict": "NO VERDICT",
     }[record_verdict(report)]
     state = gate_state(report)
-    if state == "passed" and s["failed"]:
-        verdict += "; gate passed: every failure is a known one"
-    elif state is not None and state != "passed":
+    if state == "passed":  # said beside the verdict whenever a gate is in force
+        verdict += "; gate passed" + (": every failure is a known one" if s["failed"] else "")
+    elif state is not None:
         verdict += f"; gate {state}"
     split = ""
     if only_broken(s):
