@@ -325,6 +325,9 @@ def test_generated_installs_the_extra_and_passes_seed(
         ({"adapter": REFERENCE, "generated": "$(touch pwned)"}, False),
         ({"adapter": REFERENCE, "report-dir": ""}, False),
         ({"adapter": REFERENCE, "args": "--id 'unclosed"}, True),  # cannot be split
+        # an option the action sets from its own inputs: the upload would find no reports
+        ({"adapter": REFERENCE, "args": "--quiet --report-dir elsewhere"}, True),
+        ({"adapter": REFERENCE, "args": "--markdown=summary.md"}, True),
         ({"adapter": REFERENCE, "seed": "7"}, True),  # kvconform: --seed needs --generated
     ],
 )

@@ -102,7 +102,8 @@ def _parser() -> argparse.ArgumentParser:
         type=_timeout,
         default=10.0,
         metavar="SECONDS",
-        help="per-request timeout for --adapter-cmd (default 10)",
+        help="per-request timeout for --adapter-cmd, in seconds: above 0, at most "
+        f"{MAX_TIMEOUT:g} (default 10)",
     )
     run.add_argument(
         "--shutdown-grace",
@@ -121,7 +122,8 @@ def _parser() -> argparse.ArgumentParser:
         "--markdown",
         type=_path,
         metavar="FILE",
-        help="Markdown summary (e.g. $GITHUB_STEP_SUMMARY)",
+        help="Markdown summary, replacing FILE (e.g. $GITHUB_STEP_SUMMARY, which it replaces "
+        "too: to add to a job summary, write a file and append it)",
     )
     out.add_argument("--html", type=_path, metavar="FILE", help="self-contained HTML report")
     out.add_argument(
