@@ -321,6 +321,13 @@ def test_expectations_gate_both_directions(mutant_reports: Path, tmp_path: Path)
     )
     status, out, _ = run("run", "--adapter", MUTANT, "--quiet", "--expectations", str(stale))
     assert status == cli.EXIT_FAILED and "listed as failing but passes" in out
+    # the Markdown headline says the gate beside the verdict: CI acts on the gate
+    for listed, state in ((exact, "passed"), (stale, "failed")):
+        md = tmp_path / f"{state}.md"
+        run("run", "--adapter", MUTANT, "--quiet", "--expectations", str(listed),
+            "--markdown", str(md))  # fmt: skip
+        headline = md.read_text(encoding="utf-8").splitlines()[0]
+        assert headline.endswith(f"is NOT conformant for its declared classes; gate {state}")
 
 
 def test_a_listed_case_that_fails_another_way_fails_the_gate(tmp_path: Path) -> None:

@@ -42,7 +42,9 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
     lines = [
         f"## kvconform {_m(report['suite']['version'])}: {_m(a['name'])} {_m(a['version'])} "
         f"is {verdict}"
-        " for its declared classes",
+        " for its declared classes"
+        # the gate is what CI acts on: beside the verdict, so the two are read together
+        + ("" if gate_state(report) is None else f"; gate {gate_state(report)}"),
         "",
         f"{s['passed']} passed, {s['failed']} failed, {s['not_applicable']} not applicable"
         + (f", {s['not_run']} not run" if s.get("not_run") else "")
