@@ -16,7 +16,7 @@ import pytest
 
 from kvconform.adapters.reference import ReferenceAdapter
 from kvconform.differential import strategies
-from kvconform.differential.compare import Mismatch
+from kvconform.differential.compare import Mismatch, compare
 from kvconform.differential.declared import DeclaredReference
 from kvconform.differential.engine import PROPERTIES_BY_ID, case_result, run_property
 from kvconform.differential.prefix import refine
@@ -24,7 +24,7 @@ from kvconform.harness.checks import Failure, Where
 from kvconform.harness.runner import render_failure
 from kvconform.protocol import operations as ops
 from kvconform.protocol.driver import InProcessDriver
-from kvconform.values import AdapterInfo, Ok
+from kvconform.values import AdapterInfo, Broken, Ok
 from tests.mutants import all_mutants
 from tests.variants import all_variants
 
@@ -219,6 +219,22 @@ def test_a_disagreement_on_a_lookup_is_told_by_its_half() -> None:
     cited = next(line for line in shown.splitlines() if line.startswith("  requires:"))
     assert cited == "  requires: " + ", ".join(under.requires), cited
     assert "PREFIX-21" not in shown and "decision prefix-observable-reuse" in shown
+
+
+def test_a_refused_request_cites_what_it_carries() -> None:
+    """An engine that refuses a request with the salt "a" is not refusing an empty salt:
+    the disagreement cites PREFIX-13, not the table's PREFIX-14 (an exported counterexample
+    of nano-vllm, which has no salt input, cited the empty-salt rule)."""
+    refused = Broken("this engine has no salt input")
+    for request, cites in (
+        (ops.RequestNew("r1", "1 2", salt="a"), ("PREFIX-13",)),
+        (ops.RequestNew("r1", "1 2", salt=""), ("PREFIX-14",)),
+        (ops.RequestNew("r1", "1 2", user_key="u"), ("PREFIX-15",)),
+        (ops.RequestNew("r1", "1 2"), ("PREFIX-1",)),
+    ):
+        program = (ops.PrefixNew("p1", 4, "m", "bf16", "nhd", "tp0"), request)
+        found = compare(program, [Ok(None), Ok(None)], [Ok(None), refused])
+        assert found is not None and found.requires == cites, (request, found)
 
 
 # --- teeth ----------------------------------------------------------------------------

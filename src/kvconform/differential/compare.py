@@ -191,7 +191,7 @@ def compare(
     for index, (op, ref, got) in enumerate(zip(program, expected, actual, strict=True)):
         spec = ops.BY_CLASS[type(op)]
         # what the table says a disagreement here bears on, and the rules of its block's version
-        requires = spec.cites + _version_2_cites(op)
+        requires = _request_cites(op) or spec.cites + _version_2_cites(op)
         kind = spec.relation
         if kind is not None and isinstance(ref, Ok) and isinstance(got, Ok):
             label, mode = kind
@@ -226,6 +226,21 @@ def compare(
         if observation(ref) != observation(got):
             return Mismatch(index, judged(ref), judged(got), requires, broken=broken)
     return None
+
+
+def _request_cites(op: ops.Op) -> tuple[str, ...]:
+    """What a disagreement on a ``request_new`` bears on, by what the request carries: the
+    table's PREFIX-14 is the one refusal the class allows (an empty salt); a request with
+    another salt bears on PREFIX-13, one with a user key on PREFIX-15, a plain one on
+    PREFIX-1 (every request is answered). ``()`` for any other operation."""
+    if not isinstance(op, ops.RequestNew):
+        return ()
+    cites = []
+    if op.salt is not None:
+        cites.append("PREFIX-14" if op.salt == "" else "PREFIX-13")
+    if op.user_key is not None:
+        cites.append("PREFIX-15")
+    return tuple(cites) or ("PREFIX-1",)
 
 
 def _version_2_cites(op: ops.Op) -> tuple[str, ...]:
