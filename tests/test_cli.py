@@ -312,6 +312,18 @@ def test_expectations_gate_both_directions(mutant_reports: Path, tmp_path: Path)
     missing = _expectations(tmp_path / "missing.yaml", failing[1:])
     status, out, _ = run("run", "--adapter", MUTANT, "--quiet", "--expectations", str(missing))
     assert status == cli.EXIT_FAILED and f"unexpected failure: {failing[0]}" in out
+    # the unexpected failure is shown first, before the known ones that ran before it, and
+    # the known are marked: here the last failing case of the run is the one not listed
+    in_run_order = [r["id"] for r in data["results"] if r["verdict"] == "failed"]
+    late = _expectations(tmp_path / "late.yaml", in_run_order[:-1])
+    status, out, _ = run(
+        "run", "--adapter", MUTANT, "--quiet", "--expectations", str(late),
+        "--max-failures-shown", "1", "--markdown", str(tmp_path / "late.md"),
+    )  # fmt: skip
+    first = next(line for line in out.splitlines() if " failed at " in line)
+    assert f" {in_run_order[-1]} failed at " in first, out[:1000]
+    md = (tmp_path / "late.md").read_text(encoding="utf-8")
+    assert f"**`{in_run_order[-1]}`** (" in md and f"**`{in_run_order[0]}`** (known)" in md
     # a stale entry: a listed case passes
     stale = _expectations(
         tmp_path / "stale.yaml",

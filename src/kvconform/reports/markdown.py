@@ -106,8 +106,10 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
             shown += 1
             f = r["failure"]
             basis = "" if r.get("basis") == "seed" else f" (decision {_list(r['basis'])})"
+            known = " (known)" if gate and r["id"] in gate["expected_failures"] else ""
             lines += [
-                f"- **{_code(r['id'])}** ({_list(f['requires'])}){basis} at {_m(f['step'])}: "
+                f"- **{_code(r['id'])}**{known} ({_list(f['requires'])}){basis} at "
+                f"{_m(f['step'])}: "
                 f"expected {_m(f['expected'])}; got {_m(f['actual'])}",
             ]
     if len(failed) > shown:
