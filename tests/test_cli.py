@@ -324,6 +324,10 @@ def test_expectations_gate_both_directions(mutant_reports: Path, tmp_path: Path)
     assert f" {in_run_order[-1]} failed at " in first, out[:1000]
     md = (tmp_path / "late.md").read_text(encoding="utf-8")
     assert f"**`{in_run_order[-1]}`** (" in md and f"**`{in_run_order[0]}`** (known)" in md
+    run("run", "--adapter", MUTANT, "--quiet", "--expectations", str(late),
+        "--html", str(tmp_path / "late.html"))  # fmt: skip
+    page = (tmp_path / "late.html").read_text(encoding="utf-8")
+    assert page.count("known: listed in the expectations") == len(in_run_order) - 1
     # a stale entry: a listed case passes
     stale = _expectations(
         tmp_path / "stale.yaml",

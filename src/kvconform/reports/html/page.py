@@ -33,7 +33,7 @@ pre{background:#f7f7f7;padding:.6em;overflow-x:auto;white-space:pre-wrap}
 details.case{border-left:4px solid #d33;margin:.4em 0;padding:.2em .6em;background:#fdf6f6}
 details.case>summary{cursor:pointer}details.case[open]>summary{margin-bottom:.4em}
 .tag{font-size:.85em;padding:0 .4em;border-radius:.3em;white-space:nowrap}
-.tag.seed{background:#f8d0d0}.tag.decision{background:#fde9c4}
+.tag.seed{background:#f8d0d0}.tag.decision{background:#fde9c4}.tag.known{background:#dde6f0}
 pre.cmd{background:#eef3fb}
 details.area{margin:.3em 0}details.area>summary{cursor:pointer;font-weight:600}
 form.filter{background:#f6f6f6;padding:.4em .8em;margin:1em 0}

@@ -91,7 +91,7 @@ def render_run(report: Mapping[str, Any]) -> str:
         *_gate(report.get("gate"), gate_state(report)),
         *_filter(results),
         f'<h2 id="failures">Failures ({len(failed)})</h2>',
-        *_failures(failed, report["requirements"]),
+        *_failures(failed, report["requirements"], _known(report.get("gate"))),
         *_advice(results, s),
         "<h2>By class</h2>",
         *_counts_table("class", s["by_class"]),
@@ -207,8 +207,18 @@ def _filter(results: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
 
 
-def _failures(failed: Sequence[Mapping[str, Any]], requirements: Mapping[str, Any]) -> list[str]:
-    """Safety failures apart from policy ones (CONF-8), each grouped by its requirement."""
+def _known(gate: Mapping[str, Any] | None) -> frozenset[str]:
+    """The failures an expectations file lists (none without a gate)."""
+    return frozenset(str(i) for i in gate["expected_failures"]) if gate else frozenset()
+
+
+def _failures(
+    failed: Sequence[Mapping[str, Any]],
+    requirements: Mapping[str, Any],
+    known: frozenset[str] = frozenset(),
+) -> list[str]:
+    """Safety failures apart from policy ones (CONF-8), each grouped by its requirement;
+    a failure the expectations list is marked known."""
     out = [
         '<p class="meta">Grouped by the requirement each case is written for (the first it '
         "cites). Each failure opens to its full text (with its trace when the run used "
@@ -234,7 +244,7 @@ def _failures(failed: Sequence[Mapping[str, Any]], requirements: Mapping[str, An
                 f'{_requirement_line(rid, ": ")} <span class="meta">({len(cases)} failing)</span>'
                 "</h4>"
             )
-            out += [_failure(r) for r in cases]
+            out += [_failure(r, str(r["id"]) in known) for r in cases]
             out.append("</section>")
     return out
 
@@ -245,13 +255,15 @@ def _primary(result: Mapping[str, Any]) -> str:
     return str(cited[0]) if cited else "(no requirement)"
 
 
-def _failure(result: Mapping[str, Any]) -> str:
+def _failure(result: Mapping[str, Any], known: bool = False) -> str:
     case_id = str(result["id"])
     basis = _basis(result)
     if basis == "seed":
         tag = '<span class="tag seed">seed: the seeds&#x27; semantics</span>'
     else:
         tag = f'<span class="tag decision">policy: decision {escape(", ".join(basis))}</span>'
+    if known:
+        tag += ' <span class="tag known">known: listed in the expectations</span>'
     failure = result.get("failure", {})
     also = [str(req) for req in failure.get("requires", result.get("requires", []))]
     also = [req for req in also if req != _primary(result)]
