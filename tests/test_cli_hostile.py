@@ -56,6 +56,11 @@ def run(*argv: str) -> tuple[int, str, str]:
         (["run", "--generated", "1" + "0" * 40], "expected a whole number"),
         (["run", "--generated", "1", "--seed", " 5"], "'random'"),
         (["new-adapter", "--lang", "python", ""], "empty"),
+        # an option the command does not have is named, not only the argument it lacks
+        (["explain", "-x"], "unrecognized arguments: -x (see 'kvconform explain --help')"),
+        (["new-adapter", "--langs", "python"], "unrecognized arguments: --langs"),
+        (["explain"], "the following arguments are required: id"),
+        (["new-adapter", "--lang", "python"], "the following arguments are required: DIR"),
         (["run", "--adapter-cmd", "'unbalanced"], "No closing quotation"),
         (["run", "--adapter-cmd", ""], "empty"),
         (["run", "--generated", "1", "--export-counterexamples", __file__], "not a directory"),

@@ -42,8 +42,38 @@ def _path(text: str) -> Path:
 
 
 class _Parser(argparse.ArgumentParser):
+    #: Whether this parser (not a command's own parser within it) refused the arguments.
+    _refused = False
+
     def error(self, message: str) -> NoReturn:
+        self._refused = True
         raise UsageError(f"{message} (see '{self.prog} --help')")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """As argparse's, except that a command missing its argument and given an option
+        it does not have says so: ``kvconform explain -x`` names ``-x``, where argparse
+        reports only the missing ``id``."""
+        self._refused = False
+        try:
+            return super().parse_known_args(args, namespace)
+        except UsageError:
+            if not self._refused:  # a command's parser refused them, and said why
+                raise
+            given = list(sys.argv[1:] if args is None else args)
+            words = given[: given.index("--")] if "--" in given else given
+            unknown = [
+                word
+                for word in words
+                if word.startswith("-")
+                and word != "-"
+                and word.split("=", 1)[0] not in self._option_string_actions
+                and not word.lstrip("-").replace(".", "", 1).isdigit()  # a negative number
+            ]
+            if unknown:
+                self.error(f"unrecognized arguments: {' '.join(unknown)}")
+            raise
 
     def print_help(self, file: SupportsWrite[str] | None = None) -> None:
         """``--help`` as every other console output: a closed standard output takes
