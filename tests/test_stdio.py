@@ -131,8 +131,68 @@ def _result_validator(op: str, protocol: int = 1) -> jsonschema.protocols.Valida
     return schemas.validator(f"ops/{op}#/$defs/result", protocol)
 
 
+class _RequestValidator:
+    """``request.schema.json``, validated one operation's branch at a time.
+
+    The file is an envelope and an ``allOf`` of one branch per operation: *if* ``op``
+    is that operation, *then* its ``ops/<op>.schema.json#/$defs/request`` (asserted
+    below, so the file cannot take another shape unnoticed). For a message whose
+    ``op`` is one of the enumerated names, every other branch's *if* fails and the
+    branch holds; so the message is valid against the file exactly when it is valid
+    against the envelope alone and against its own operation's request. This gives
+    the file's verdict without evaluating the other branches' conditions for every
+    line; a message without a known ``op`` is validated against the file whole.
+    """
+
+    def __init__(self, protocol: int) -> None:
+        document = schemas.documents(protocol)["request.schema.json"]
+        names = document["properties"]["op"]["enum"]
+        assert document["allOf"] == [
+            {
+                "if": {"properties": {"op": {"const": name}}, "required": ["op"]},
+                "then": {"$ref": f"ops/{name}.schema.json#/$defs/request"},
+            }
+            for name in names
+        ]
+        envelope = {key: value for key, value in document.items() if key != "allOf"}
+        self._whole = _validator("request", protocol)
+        self._envelope = schemas.validator_of(envelope, protocol)
+        self._branches = {
+            name: _validator(f"ops/{name}#/$defs/request", protocol) for name in names
+        }
+
+    def iter_errors(self, message: object) -> list[jsonschema.ValidationError]:
+        op = message.get("op") if isinstance(message, dict) else None
+        branch = self._branches.get(op) if isinstance(op, str) else None
+        if branch is None:
+            return list(self._whole.iter_errors(message))
+        return [*self._envelope.iter_errors(message), *branch.iter_errors(message)]
+
+
+@pytest.mark.parametrize("protocol", [1, 2], ids=["protocol-1", "protocol-2"])
+def test_the_request_schema_branch_by_branch_agrees_with_the_whole_file(protocol: int) -> None:
+    whole, by_branch = _validator("request", protocol), _RequestValidator(protocol)
+    names = schemas.documents(protocol)["request.schema.json"]["properties"]["op"]["enum"]
+    messages: list[object] = [[1], "reset", {"op": "reset"}, {"seq": 1, "op": "nope"}]
+    for name in names:  # bare, with a stray member, with a wrongly typed seq
+        messages += [{"seq": 1, "op": name}, {"seq": 1, "op": name, "stray": 1}]
+        messages.append({"seq": -1, "op": name})
+    messages += [
+        {"seq": 1, "op": "hash", "bytes": "AA=="},
+        {"seq": 1, "op": "hash", "bytes": 5},
+        {"seq": 1, "op": "cache_len", "cache": "c"},
+        {"seq": 1, "op": "cache_len", "cache": 3},
+        {"seq": 1, "op": "drop", "handle": "h"},
+        {"seq": 1, "op": "reset"},
+    ]
+    verdicts = [(not list(whole.iter_errors(m)), not by_branch.iter_errors(m)) for m in messages]
+    disagree = [m for m, (a, b) in zip(messages, verdicts, strict=True) if a != b]
+    assert not disagree, disagree
+    assert any(a for a, _ in verdicts) and not all(a for a, _ in verdicts)
+
+
 def _errors_apart_from_seq(
-    validator: jsonschema.protocols.Validator,
+    validator: jsonschema.protocols.Validator | _RequestValidator,
     seq: jsonschema.protocols.Validator,
     message: dict[str, object],
     seen: set[str],
@@ -160,7 +220,7 @@ def _errors_apart_from_seq(
 @pytest.mark.xdist_group("stdio-suite-run")
 def test_every_line_of_the_traffic_validates_against_the_schemas(suite_run: SuiteRun) -> None:
     protocol = suite_run.protocol
-    requests, responses = _validator("request", protocol), _validator("response", protocol)
+    requests, responses = _RequestValidator(protocol), _validator("response", protocol)
     seq = _validator("common#/$defs/seq", protocol)
     results: dict[str, jsonschema.protocols.Validator] = {}
     valid_requests: set[str] = set()

@@ -65,6 +65,11 @@ def validator(ref: str, protocol: int = 1) -> jsonschema.protocols.Validator:
     return jsonschema.Draft202012Validator({"$ref": target}, registry=_registry(protocol))
 
 
+def validator_of(document: dict[str, Any], protocol: int = 1) -> jsonschema.protocols.Validator:
+    """A validator for a schema of the caller's own, whose references resolve to the files."""
+    return jsonschema.Draft202012Validator(document, registry=_registry(protocol))
+
+
 def errors(ref: str, instance: Any, protocol: int = 1) -> list[str]:
     """The messages of every violation of ``ref`` by ``instance`` (empty when valid)."""
     return [error.message for error in validator(ref, protocol).iter_errors(instance)]
