@@ -29,10 +29,11 @@ from kvconform.cli import run as cli_run
 from kvconform.differential import export
 from kvconform.harness import cache, expectations, manifest, yamlsource
 from kvconform.protocol import codec
+from kvconform.protocol import operations as ops
 from kvconform.protocol.client import AdapterStartError, StdioDriver
 from kvconform.protocol.driver import InProcessDriver
 from kvconform.reports import record
-from kvconform.values import AdapterInfo, Fault
+from kvconform.values import AdapterInfo, Fault, Ok
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 REPO = Path(__file__).resolve().parent.parent
@@ -191,6 +192,23 @@ def test_5_a_stray_line_after_reset_is_an_incident_not_the_next_cases_failure(
     assert status == cli.EXIT_OK, (status, err)
     incidents = report["adapter"]["incidents"]
     assert incidents and all("PROTO-6" in line for line in incidents[:-1] or incidents)
+
+
+def test_5_a_stray_line_found_before_the_next_program_cites_proto_6_too() -> None:
+    """A stray line can be found at three moments: just after its program's ``reset``,
+    before the next program is sent, or in the next program's answers. Which one is
+    timing (a loaded machine moves it), so each incident names the rule it breaks."""
+    driver = StdioDriver([*STDIO, "reset-twice-late"])
+    try:
+        program = [ops.ModelNew("m", ops.ModelSpec("llama", (("n", 3),), ()))]
+        assert isinstance(driver.run(program)[0], Ok)
+        time.sleep(0.5)  # the late second answer to reset has come before the next program
+        assert isinstance(driver.run(program)[0], Ok)
+        incidents = list(driver.incidents)  # closing adds its own (the stray of shutdown)
+    finally:
+        driver.close()
+    assert any("between two programs" in line for line in incidents), incidents
+    assert all("PROTO-6" in line for line in incidents), incidents
 
 
 # --- 6: capabilities are bounded --------------------------------------------------------

@@ -283,7 +283,8 @@ class StdioDriver(_Exchanging):
             # written after the last exchange was read: not this program's doing
             self.incidents.append(
                 f"the adapter wrote a line between two programs, where the harness awaited "
-                f"nothing: {codec.clip(repr(extra), 300)}; the adapter was restarted"
+                f"nothing: {codec.clip(repr(extra), 300)} (one response per request, "
+                "PROTO-6); the adapter was restarted"
             )
             self._proc.kill()
             self._proc = None
