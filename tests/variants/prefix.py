@@ -335,6 +335,9 @@ class _TrtEngine:
     def __init__(self, tokens_per_block: int) -> None:
         self.size = tokens_per_block
         self.root = _TrtBlock(())
+        #: Block keys by everything they are computed from: an engine computes a
+        #: sequence's keys once, not at every lookup.
+        self._computed: dict[tuple[Any, ...], list[tuple[int, tuple[Any, ...]]]] = {}
 
     def position_ids(self, req: Req) -> list[tuple[Any, ...]]:
         """Each position as its token and the items over it (start offset and shape)."""
@@ -355,6 +358,13 @@ class _TrtEngine:
 
     def blocks(self, req: Req) -> list[tuple[int, tuple[Any, ...]]]:
         """(mixed key, whole key) per block, the last one possibly partial."""
+        inputs = (tuple(req.tokens), tuple(req.spans), req.salt, req.user_key, req.lora)
+        found = self._computed.get(inputs)
+        if found is None:
+            found = self._computed[inputs] = self._blocks(req)
+        return found
+
+    def _blocks(self, req: Req) -> list[tuple[int, tuple[Any, ...]]]:
         ids = self.position_ids(req)
         out = []
         parent = 0
