@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
+import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -169,6 +171,37 @@ def test_the_generated_checks_are_listed_and_said_when_a_selection_leaves_them_o
     status, out, err = run("run", "--generated", "5", "--class", "plan_validity", "--quiet")
     assert status == cli.EXIT_OK and "holds none of the generated.* cases" in err
     assert "generated checks: 5 example(s)" not in out
+
+
+def test_list_names_the_generated_checks_without_drawing_them() -> None:
+    """Listing needs the descriptions only: neither Hypothesis nor the reference (numpy)
+    is imported, and without Hypothesis installed no generated check is offered."""
+    probe = (
+        "import io, sys\n"
+        "from kvconform import cli\n"
+        "out = io.StringIO()\n"
+        "assert cli.main(['list', '--id', 'generated.*'], out, io.StringIO()) == 0\n"
+        "print(out.getvalue().count('(runs with --generated N)'),"
+        " sorted(m for m in ('hypothesis', 'numpy') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+    assert done.stdout.split(None, 1) == ["4", "[]\n"], done.stdout + done.stderr
+
+
+def test_without_hypothesis_list_offers_no_generated_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "hypothesis" else real(name, *a),
+    )
+    status, out, _ = run("list")
+    assert status == cli.EXIT_OK and "generated" not in out
+    status, _, err = run("list", "--id", "generated.*")
+    assert status == cli.EXIT_USAGE and "the selection matches no case" in err
 
 
 def test_an_adapter_whose_factory_fails_exits_3() -> None:

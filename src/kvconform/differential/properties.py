@@ -68,20 +68,7 @@ class Property:
     @property
     def case(self) -> Case:
         """The case this property is in reports, selections and expectation files."""
-        return Case(
-            id=self.id,
-            title=self.title,
-            cls=self.cls,
-            requires=self.requires,
-            why=self.why,
-            file=__file__,
-            line=None,
-            program=(),
-            checks=(),
-            area="generated",
-            kind="generated",
-            basis=self.described.decisions,
-        )
+        return generated.as_case(self.described)
 
 
 def _without(info: AdapterInfo, cls: str) -> str | None:

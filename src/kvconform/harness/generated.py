@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvconform.harness.case import Case
+
 
 @dataclass(frozen=True)
 class GeneratedCheck:
@@ -118,6 +120,25 @@ CHECKS: tuple[GeneratedCheck, ...] = (
         ),
     ),
 )
+
+def as_case(check: GeneratedCheck) -> Case:
+    """The case a generated check is in reports, listings, selections and expectation
+    files: its description, with no program of its own (they are drawn when it runs)."""
+    return Case(
+        id=check.id,
+        title=check.title,
+        cls=check.cls,
+        requires=check.requires,
+        why=check.why,
+        file=__file__,  # where the check is described
+        line=None,
+        program=(),
+        checks=(),
+        area="generated",
+        kind="generated",
+        basis=check.decisions,
+    )
+
 
 #: Each generated check by its id.
 BY_ID: dict[str, GeneratedCheck] = {check.id: check for check in CHECKS}
