@@ -100,6 +100,20 @@ def test_compare_refuses_to_overwrite_its_input(tmp_path: Path) -> None:
     assert report.read_bytes() == before
 
 
+def test_compare_checks_where_its_page_goes_as_run_checks_its_outputs(tmp_path: Path) -> None:
+    """A missing folder or a folder named as the page is one line naming -o, said
+    before any report is read, in run's words (not an OSError's)."""
+    report = tmp_path / "a.json"
+    assert run("run", "--area", "hash", "--json", str(report), "--quiet")[0] == 0
+    for target, said in [
+        (tmp_path / "missing" / "m.html", f"-o: the folder {tmp_path / 'missing'} does not exist"),
+        (tmp_path, f"-o: {tmp_path} is a directory"),
+    ]:
+        status, _, err = run("compare", "-o", str(target), str(report), str(tmp_path / "absent"))
+        assert status == cli.EXIT_USAGE and err == f"kvconform: error: {said}\n", err
+    assert not (tmp_path / "missing").exists()
+
+
 def test_an_internal_error_is_exit_4_with_the_reports_so_far_marked_incomplete(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

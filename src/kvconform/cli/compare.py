@@ -6,7 +6,15 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from kvconform.cli.common import EXIT_OK, UsageError, _said, _same_file
+from kvconform.cli.common import (
+    EXIT_OK,
+    UsageError,
+    _probe,
+    _said,
+    _same_file,
+    _writable_dir,
+)
+from kvconform.files import refuse_replacing
 from kvconform.harness.yamlsource import SourceError
 
 
@@ -16,6 +24,14 @@ def cmd_compare(args: argparse.Namespace, err: TextIO) -> int:
     for path in args.reports:
         if _same_file(path, args.output):
             raise UsageError(f"-o {args.output} would overwrite the report it reads")
+    # The page's place is checked before any report is read, as run checks its outputs.
+    if _probe(args.output.is_dir, "-o", args.output):
+        raise UsageError(f"-o: {args.output} is a directory")
+    try:
+        refuse_replacing(args.output)
+    except OSError as exc:
+        raise UsageError(f"-o: {exc}") from None
+    _writable_dir(args.output.parent, "-o", create=False)
     seen: dict[Path, Path] = {}
     for path in args.reports:  # one report twice would be two identical columns
         try:
