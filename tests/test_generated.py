@@ -161,14 +161,16 @@ FOUND = [
 ]
 
 
+# Shrinking runs under the engine's default budget (SHRINK_SECONDS) in these tests: it
+# ends on its own within a few seconds, and the shrunk program they assert on is then the
+# same on any machine. A budget of 1 s cut prefix-adapter-by-name's shrinking at 11
+# steps on a quiet machine and at 22 on a loaded one, failing the bound below.
 @pytest.mark.parametrize("name, prop_id", FOUND, ids=[name for name, _ in FOUND])
 def test_the_generated_checks_find_a_mutant(name: str, prop_id: str) -> None:
     if name not in MUTANTS:
         pytest.skip(f"the corpus has no mutant {name!r} any more")
     driver = InProcessDriver(MUTANTS[name].factory())
-    result = run_property(
-        PROPERTIES_BY_ID[prop_id], driver, examples=200, seed=SEED, shrink_seconds=1.0
-    )
+    result = run_property(PROPERTIES_BY_ID[prop_id], driver, examples=200, seed=SEED)
     assert result.verdict == "failed", f"{name} survived {prop_id}: {result.reason}"
     cx = result.counterexample
     assert cx is not None
@@ -185,7 +187,6 @@ def test_the_same_seed_gives_the_same_counterexample() -> None:
             InProcessDriver(mutant.factory()),
             examples=60,
             seed=11,
-            shrink_seconds=1.0,
         ).counterexample
         for _ in range(2)
     ]
@@ -264,7 +265,7 @@ def test_a_property_without_a_writer_runs_through_hypothesis() -> None:
 
     prop = dataclasses.replace(PROPERTIES_BY_ID["generated.hash"], writer=None)
     driver = InProcessDriver(MUTANTS["hash-str-without-length"].factory())
-    result = run_property(prop, driver, examples=100, seed=SEED, shrink_seconds=1.0)
+    result = run_property(prop, driver, examples=100, seed=SEED)
     assert result.verdict == "failed", result.reason
     assert result.counterexample is not None and len(result.counterexample.program) <= 3
 

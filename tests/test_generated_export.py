@@ -49,7 +49,6 @@ def test_truncate_remints_counterexample_round_trip(tmp_path: Path) -> None:
         InProcessDriver(TruncateRemints()),
         examples=100,
         seed=1,
-        shrink_seconds=1.0,
         export_dir=tmp_path,
         label="TruncateRemints",
     )
@@ -93,7 +92,6 @@ def test_an_exported_counterexample_assumes_the_declared_options(tmp_path: Path)
         InProcessDriver(adapter),
         examples=100,
         seed=1,
-        shrink_seconds=1.0,
         export_dir=tmp_path,
     )
     assert result.verdict == "failed" and result.exported is not None
@@ -110,7 +108,6 @@ def test_address_keyed_models_counterexample_round_trip(tmp_path: Path) -> None:
         InProcessDriver(ModelIdFromAddress()),
         examples=100,
         seed=1,
-        shrink_seconds=1.0,
         export_dir=tmp_path,
     )
     assert result.verdict == "failed" and result.exported is not None
@@ -136,7 +133,6 @@ def test_every_kind_of_counterexample_round_trips(name: str, prop_id: str, tmp_p
         InProcessDriver(factory()),
         examples=200,
         seed=0,
-        shrink_seconds=1.0,
         export_dir=tmp_path,
         label=name,
     )
@@ -165,7 +161,6 @@ def test_a_version_2_counterexample_round_trips(name: str, tmp_path: Path) -> No
         InProcessDriver(factory()),
         examples=200,
         seed=0,
-        shrink_seconds=1.0,
         export_dir=tmp_path,
         label=name,
     )
@@ -219,7 +214,6 @@ def test_a_prefix_counterexample_round_trips(name: str, tmp_path: Path) -> None:
         InProcessDriver(factory()),
         examples=200,
         seed=0,
-        shrink_seconds=2.0,
         export_dir=tmp_path,
         label=name,
     )

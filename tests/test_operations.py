@@ -443,7 +443,6 @@ def test_a_new_operation_takes_part_in_the_generated_checks_from_its_table_entry
         examples=60,
         seed=1,
         reference=reference,
-        shrink_seconds=2.0,
         export_dir=tmp_path,
     )
     assert wrong.verdict == "failed" and wrong.counterexample is not None
