@@ -1057,3 +1057,24 @@ def test_a_run_whose_adapter_never_starts_reports_its_gate_not_reached(tmp_path:
     assert report["gate"]["unchecked"] == ["alloc.rewind.empty-cache-noop"]
     assert report["gate"]["reasons"] == {"alloc.rewind.empty-cache-noop": "tracked elsewhere"}
     assert "gate **not reached**" in (tmp_path / "summary.md").read_text()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_the_reference_loads_numpy_with_one_blas_thread_unless_the_environment_chose() -> None:
+    """OpenBLAS starts a thread per core when numpy loads, and where it cannot (a tight
+    ``ulimit -v``: 190 MB here) sends its process SIGINT, which the command reported as
+    "interrupted" (130). Loading the reference starts none; a number the user set is
+    kept, and the environment an adapter process would inherit is the user's."""
+    probe = (
+        "import os\n"
+        "from kvconform.adapters import DEFAULT_ADAPTER, load_adapter\n"
+        "load_adapter(DEFAULT_ADAPTER)\n"
+        "print(len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+    )
+    chosen = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+    env = {k: v for k, v in os.environ.items() if k not in chosen}
+    for setting, said in [({}, ["1", "None"]), ({"OPENBLAS_NUM_THREADS": "2"}, ["2"])]:
+        done = subprocess.run([sys.executable, "-c", probe], env={**env, **setting},
+                              capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.split()[-len(said) :] == said, (setting, done.stdout)

@@ -121,6 +121,7 @@ CHECKS: tuple[GeneratedCheck, ...] = (
     ),
 )
 
+
 def as_case(check: GeneratedCheck) -> Case:
     """The case a generated check is in reports, listings, selections and expectation
     files: its description, with no program of its own (they are drawn when it runs)."""
