@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from kvconform.files import refuse_replacing
 from kvconform.harness import manifest
 from kvconform.rendering import clip_middle
 from kvconform.reports.untrusted import one_line, visible
@@ -129,6 +130,18 @@ def _writable_dir(path: Path, what: str, *, create: bool = True) -> None:
         raise UsageError(f"{what}: the folder {path} does not exist")
     if not os.access(path, os.W_OK | os.X_OK):
         raise UsageError(f"{what}: the folder {path} is not writable")
+
+
+def _writable_file(path: Path, what: str) -> None:
+    """``path`` can take an output: not a directory, nothing there it must not replace,
+    in a folder that exists and can be written (checked before any case runs)."""
+    if _probe(path.is_dir, what, path):
+        raise UsageError(f"{what}: {path} is a directory")
+    try:
+        refuse_replacing(path)
+    except OSError as exc:
+        raise UsageError(f"{what}: {exc}") from None
+    _writable_dir(path.parent, what, create=False)
 
 
 def remove_made_folders() -> None:

@@ -6,15 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from kvconform.cli.common import (
-    EXIT_OK,
-    UsageError,
-    _probe,
-    _said,
-    _same_file,
-    _writable_dir,
-)
-from kvconform.files import refuse_replacing
+from kvconform.cli.common import EXIT_OK, UsageError, _said, _same_file, _writable_file
 from kvconform.harness.yamlsource import SourceError
 
 
@@ -24,14 +16,7 @@ def cmd_compare(args: argparse.Namespace, err: TextIO) -> int:
     for path in args.reports:
         if _same_file(path, args.output):
             raise UsageError(f"-o {args.output} would overwrite the report it reads")
-    # The page's place is checked before any report is read, as run checks its outputs.
-    if _probe(args.output.is_dir, "-o", args.output):
-        raise UsageError(f"-o: {args.output} is a directory")
-    try:
-        refuse_replacing(args.output)
-    except OSError as exc:
-        raise UsageError(f"-o: {exc}") from None
-    _writable_dir(args.output.parent, "-o", create=False)
+    _writable_file(args.output, "-o")  # before any report is read, as run checks its outputs
     seen: dict[Path, Path] = {}
     for path in args.reports:  # one report twice would be two identical columns
         try:

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, TextIO
 
 import kvconform
 from kvconform.adapters import DEFAULT_ADAPTER, AdapterLoadError, AdapterSpecError, load_adapter
-from kvconform.files import refuse_replacing
 from kvconform.harness import manifest
 from kvconform.harness.runner import CaseResult, run_case
 from kvconform.harness.scenario import Case
@@ -38,11 +37,11 @@ from kvconform.cli.common import (
     UsageError,
     _adapter_argv,
     _integrity,
-    _probe,
     _said,
     _same_file,
     _unexpected,
     _writable_dir,
+    _writable_file,
     one_shot,
 )
 from kvconform.cli.generated import _generated_options
@@ -117,13 +116,7 @@ def _preflight(args: argparse.Namespace) -> None:
     if args.trace is not None:
         outputs.append(("--trace", args.trace))
     for index, (what, path) in enumerate(outputs):
-        if _probe(path.is_dir, what, path):
-            raise UsageError(f"{what}: {path} is a directory")
-        try:
-            refuse_replacing(path)
-        except OSError as exc:
-            raise UsageError(f"{what}: {exc}") from None
-        _writable_dir(path.parent, what, create=False)
+        _writable_file(path, what)
         for other, other_path in outputs[:index]:
             if _same_file(path, other_path):
                 raise UsageError(f"{what} and {other} would both be written to {path}")
