@@ -5,11 +5,15 @@ And the pytest plugin shows a failing case the way a user needs to read it.
 
 from __future__ import annotations
 
+import copy
+import json
 import os
+import random
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -280,3 +284,78 @@ def test_every_signature_the_suite_sends_is_well_formed_for_its_version() -> Non
                 ):
                     bad.append(f"{case.id}: {role} v{sig.format_version}, layout {sig.layout}")
     assert not bad, bad
+
+
+# --- the validator reads the schema with its local references inlined ---------------
+
+
+def _best(validator: Any, document: object) -> tuple[list[object], str, str] | None:
+    """The error :func:`yamlsource.validate` would report, or None for a valid document."""
+    import jsonschema
+
+    errors = list(validator.iter_errors(document))
+    if not errors:
+        return None
+    best = jsonschema.exceptions.best_match(errors)
+    while best.context:
+        best = jsonschema.exceptions.best_match(best.context)
+    return list(best.absolute_path), best.message, str(best.validator)
+
+
+def _altered(document: object, rnd: random.Random) -> object:
+    """``document`` with one element replaced by a wrong value, removed or renamed."""
+    altered = copy.deepcopy(document)
+    places: list[tuple[Any, object]] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                places.append((node, key))
+                walk(value)
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                places.append((node, index))
+                walk(value)
+
+    walk(altered)
+    parent, key = rnd.choice(places)
+    move = rnd.random()
+    if move < 0.2 and isinstance(parent, dict):
+        del parent[key]
+    elif move < 0.35 and isinstance(parent, dict):
+        parent[f"{key}_renamed"] = parent.pop(key)
+    else:
+        parent[key] = rnd.choice([None, -1, 7, 1.5, True, "", "x", "ABC", [], [1], {}, {"k": 1}])
+    return altered
+
+
+def test_inlined_references_give_the_same_verdicts_and_errors() -> None:
+    """The validator reads the schema with its local references inlined (for speed); on
+    altered copies of shipped scenarios (each alone in its file), the verdict and the
+    error reported are those of the schema as written. Fails an inlining that changes
+    what a definition means, drops one, or loops on a step's steps. (Every other test
+    that loads the suite shows that the inlined schema accepts each shipped file.)"""
+    import jsonschema
+
+    from kvconform.harness import yamlsource
+
+    written = json.loads((yamlsource.SCHEMA_DIR / "scenarios.schema.json").read_text("utf-8"))
+    inlined = yamlsource.inline_local_refs(written)
+    assert '"$ref": "#/$defs/step"' in json.dumps(inlined["$defs"]["step"])  # stays a reference
+    assert '"#/$defs/name"' not in json.dumps({k: v for k, v in inlined.items() if k != "$defs"})
+    as_written = jsonschema.Draft202012Validator(written)
+    fast = jsonschema.Draft202012Validator(inlined)
+    documents = [
+        yamlsource.load_yaml(path).data
+        for path in sorted((REPO / "conformance" / "scenarios").glob("**/*.yaml"))
+    ]
+    rnd = random.Random(20261204)
+    invalid = 0
+    for _ in range(150):
+        document = rnd.choice(documents)
+        one = {**document, "scenarios": [rnd.choice(document["scenarios"])]}
+        altered = _altered(one, rnd)
+        verdict = _best(as_written, altered)
+        assert _best(fast, altered) == verdict, altered
+        invalid += verdict is not None
+    assert invalid > 100  # most alterations are errors, so the errors chosen are compared
