@@ -223,8 +223,21 @@ def report(folder: Path, dearest: int) -> str:
         lines.append(f"the {dearest} dearest tests:")
         for record in sorted(tests, key=lambda r: -(r["own"] + r["children"]))[:dearest]:
             cost = record["own"] + record["children"]
-            lines.append(f"{cost:7.2f} {record['test']}")
+            lines.append(f"{cost:7.2f} {_clipped(record['test'])}")
     return "\n".join(lines)
+
+
+#: The longest test name a report line shows: a parameter can be kilobytes long (a
+#: nesting probe's ``[[[[...``), which made one line of the report unreadable.
+SHOWN = 160
+
+
+def _clipped(name: str) -> str:
+    """``name``, its middle left out when it is longer than :data:`SHOWN`."""
+    if len(name) <= SHOWN:
+        return name
+    head, tail = SHOWN - 60, 20
+    return f"{name[:head]} ... ({len(name) - head - tail} characters) ... {name[-tail:]}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -118,3 +118,14 @@ def test_the_plugin_counts_a_test_and_the_process_it_waits_for(tmp_path: Path) -
     assert test["test"] == "test_spin.py::test_spins_a_child"
     assert test["children"] > 0.01  # the child's CPU time, not the test's own
     assert process["own"] >= test["own"] and process["children"] >= test["children"]
+
+
+def test_a_long_test_name_is_clipped_in_the_middle(tmp_path: Path) -> None:
+    census = _census()
+    name = "tests/test_c.py::test_deep[" + "[" * 5000 + "]" * 5000 + "-nested]"
+    test = {"own": 1.0, "children": 0.0, "gc": 0.0, "wall": 1.0}
+    _lines(tmp_path, "1.jsonl", {**test, "test": name})
+    last = census.report(tmp_path, 1).splitlines()[-1]
+    assert len(last) < 200
+    assert "tests/test_c.py::test_deep[[[" in last and last.endswith("]]]-nested]")
+    assert f"({len(name) - 120} characters)" in last
