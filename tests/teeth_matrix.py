@@ -48,6 +48,7 @@ CAPABILITY_FIELDS: Mapping[str, str] = {
     "dtypes": "dtypes",
     "uint_bits": "uint_bits",
     "key_schema": "key_schema",
+    "prefix_inputs": "prefix_inputs",
     "format_writes": "format",
     "format_reads": "format",
 }
@@ -121,6 +122,11 @@ def declaring(case: Case, name: str, value: str, fmt: str) -> AdapterInfo:
         extra["dtypes"] = None if value == "any" else frozenset(value.split(","))
     elif name == "uint_bits":
         extra["uint_bits"] = int(value)
+    elif name == "prefix_inputs":
+        given = {"all": None, "none": ""}.get(value, value)
+        extra["prefix_inputs"] = (
+            None if given is None else frozenset(filter(None, given.split(",")))
+        )
     elif name == "format":
         fmt = value
     else:

@@ -271,3 +271,35 @@ def test_key_cases_are_rewritten_into_a_fixed_schema_where_their_point_survives(
     skipped = [r for r in results if r.verdict == "not_applicable"]
     assert all("PLAN-17" in r.reason or "plan_key_params: named" in r.reason for r in skipped)
     assert all("not re-expressed" in r.reason for r in skipped if "PLAN-17" in r.reason)
+
+
+@pytest.mark.covers("PREFIX-23", "CONF-7")
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        frozenset(),
+        frozenset({"salt", "user_key"}),
+        frozenset({"adapter", "media", "embeds", "salt"}),
+    ],
+)
+def test_a_case_of_an_input_not_declared_is_set_aside_naming_it(inputs: frozenset[str]) -> None:
+    """PREFIX-23: under ``prefix_inputs``, exactly the prefix cases that give a request an
+    input the list leaves out are not applicable, each reason naming that input; every
+    other prefix case is judged (and passes, the reference being right). Fails a harness
+    that sets aside too much (a salt case under ``salt``) or too little."""
+    from kvconform.harness.declarations import prefix_inputs_given
+
+    cases = [c for c in suite.all_cases() if c.cls == "prefix_cache"]
+    results = run_cases(cases, InProcessDriver(Declaring(prefix_inputs=inputs)))
+    words = {"adapter": "an adapter", "media": "a media item", "embeds": "embeddings",
+             "salt": "a salt", "user_key": "a user key"}  # fmt: skip
+    for r in results:
+        missing = {g for op in r.case.program for g in prefix_inputs_given(op)} - inputs
+        if missing:
+            assert r.verdict == "not_applicable", r.case.id
+            if not r.reason.endswith("(CONF-6)"):  # an option the case assumes comes first
+                assert "PREFIX-23" in r.reason and any(words[m] in r.reason for m in missing)
+        else:
+            assert r.verdict in ("passed", "not_applicable"), r.report()
+            assert "PREFIX-23" not in r.reason
+    assert sum(r.verdict == "passed" for r in results) >= 20

@@ -121,6 +121,22 @@ def test_programs_stay_where_the_declaration_gives_the_answer(options: dict[str,
         assert loads_with_equal_weights > 20
 
 
+@pytest.mark.parametrize(
+    "inputs", [frozenset(), frozenset({"salt", "user_key"}), frozenset({"media"})]
+)
+def test_programs_give_requests_only_the_declared_inputs(inputs: frozenset[str]) -> None:
+    """PREFIX-23: a program for an engine that declares ``prefix_inputs`` gives no request
+    an input the declaration leaves out, and still gives it those it keeps."""
+    from kvconform.harness.declarations import prefix_inputs_given
+
+    info = replace(ReferenceAdapter().describe(), prefix_inputs=inputs)
+    given: set[str] = set()
+    for program in _programs(info, count=200):
+        for op in program:
+            given.update(prefix_inputs_given(op))
+    assert given == inputs
+
+
 def test_a_strength_program_holds_distinct_one_block_requests() -> None:
     """Up to 512 one-block requests, none equal to another, each looked up before it is
     stored; the last one looked up again (prefix/strength.yaml, PREFIX-19)."""

@@ -471,6 +471,10 @@ def test_faults_of_python_adapters_keep_their_message() -> None:
         ({"capabilities": {"key_schema": {"llama": [1]}}}, "key_schema"),
         ({"capabilities": {"key_schema": {"llama": {"n": "u64"}}}}, "not fixed"),
         ({"capabilities": {"teleport": True}}, "unknown capability"),
+        ({"capabilities": {"prefix_inputs": "salt"}}, "capabilities.prefix_inputs"),
+        ({"capabilities": {"prefix_inputs": ["salt", "salt"]}}, "listed more than once"),
+        ({"capabilities": {"prefix_inputs": ["lora"]}}, "'lora' is not one of adapter"),
+        ({"capabilities": {"prefix_inputs": ["\x1b[2J" + "d" * 100_000]}}, "prefix_inputs"),
         ({"option": {"clear_mints": "eager"}}, "unknown member 'option'"),
         ({"\x1b[2J" + "b" * 100_000: 1}, "unknown member"),
         ({"format": {"writes": None, "reads": [], "write": 1}}, "format: unknown member 'write'"),
@@ -497,6 +501,30 @@ def test_a_bad_declaration_in_hello_is_one_clipped_line(extra: dict, fragment: s
     message = str(caught.value)
     assert fragment in message and "\n" not in message and "\x1b" not in message
     assert len(message) < 400
+
+
+@pytest.mark.covers("PROTO-35")
+def test_prefix_inputs_travel_in_hello_and_back() -> None:
+    """A declared ``prefix_inputs`` is read from ``hello`` and written back in the table's
+    order; left out, an implementation takes all five (PREFIX-23)."""
+    from kvconform.protocol.codec import info_from_wire
+
+    base = {
+        "name": "x",
+        "version": "1",
+        "language": "c",
+        "protocol": 1,
+        "classes": ["prefix_cache"],
+        "format": {"writes": None, "reads": []},
+    }
+    every = info_from_wire(base)
+    assert every.prefix_inputs is None and every.takes("media")
+    text = info_from_wire({**base, "capabilities": {"prefix_inputs": ["user_key", "salt"]}})
+    assert text.takes("salt") and not text.takes("adapter")
+    assert text.declared_capabilities() == {"prefix_inputs": ["salt", "user_key"]}
+    assert not validate(
+        "response", {"seq": 0, "ok": {**base, "capabilities": {"prefix_inputs": []}}}
+    )
 
 
 @pytest.mark.parametrize("layout", [None, Layout(block_size=4, sliding_window=None)])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import replace
 
 from kvconform_reference import prefix
 from kvconform_reference.prefix import (
@@ -331,6 +332,26 @@ class _SaltIgnored(Request):
 )
 class PrefixSaltIgnored(PrefixAdapter):
     request_cls = _SaltIgnored
+
+
+class _UserKeyIgnored(Request):
+    def namespace(self, adapter_identity: bytes | None) -> bytes:
+        return Request(self.tokens, self.salt, None).namespace(adapter_identity)  # MUTATION
+
+
+@mutant(
+    "prefix-text-only-user-key-ignored",
+    breaks=("PREFIX-15",),
+    half="under",
+    plausible="a text-only engine declares the inputs it has (prefix_inputs: salt, "
+    "user_key), and its front end takes a user key that its block hash, written for "
+    "salts, never reads; a declaration sets aside only the inputs it leaves out",
+)
+class PrefixTextOnlyUserKeyIgnored(PrefixAdapter):
+    request_cls = _UserKeyIgnored
+
+    def describe(self) -> AdapterInfo:
+        return replace(super().describe(), prefix_inputs=frozenset({"salt", "user_key"}))
 
 
 # --- rules -------------------------------------------------------------------------

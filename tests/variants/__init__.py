@@ -34,6 +34,7 @@ class Variant:
             or info.dtypes is not None
             or info.uint_bits != 64
             or info.key_schema is not None
+            or info.prefix_inputs is not None
         )
 
     @property

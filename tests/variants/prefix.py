@@ -744,3 +744,71 @@ class NanoVllmLikeChain256(_OneBlockSize, NanoVllmLikeChain):
 class LmcacheLikeTier256(_OneBlockSize, LmcacheLikeTier):
     block = 256
     prefix_options = _at(LmcacheLikeTier.prefix_options, 256)
+
+
+# --- engines without some inputs (capability prefix_inputs, PREFIX-23) --------------
+
+
+class _WithoutInputs:
+    """An engine whose requests carry only :attr:`inputs`: the operations of any other
+    input are refused, as an engine without a LoRA registry or an image encoder would."""
+
+    inputs: ClassVar[frozenset[str]] = frozenset()
+
+    def describe(self) -> AdapterInfo:
+        return replace(super().describe(), prefix_inputs=self.inputs)  # type: ignore[misc]
+
+    def lora_load(self, engine: object, adapter_name: str, weights: str) -> Lora:
+        raise NotImplementedError("this engine loads no adapters")
+
+    def request_lora(self, request: Req, lora: Lora) -> None:
+        raise NotImplementedError("this engine loads no adapters")
+
+    def request_media(self, request: Req, *args: object) -> None:
+        raise NotImplementedError("this engine takes no images")
+
+    def request_embeds(self, request: Req, *args: object) -> None:
+        raise NotImplementedError("this engine takes no embeddings")
+
+
+class _TokensOnlyEngine(_NanoEngine):
+    """nano-vllm's own keying: each block by its parent's hash and its token ids alone."""
+
+    def records(self, req: Req) -> list[tuple[Any, ...]]:
+        if req.salt is not None or req.user_key is not None:
+            raise ValueError("this engine's requests carry token ids only")
+        size = self.block_size
+        return [
+            ((), tuple(req.tokens[i * size : (i + 1) * size]), ())
+            for i in range(len(req.tokens) // size)
+        ]
+
+
+@variant(
+    "prefix-tokens-only-nano-vllm-shape",
+    "keys each block by its parent and its token ids alone, as nano-vllm does, and takes "
+    "no adapter, media, embeddings, salt or user key: declares prefix_inputs: []",
+)
+class TokensOnlyChain(_WithoutInputs, NanoVllmLikeChain):
+    inputs = frozenset()
+
+    def prefix_new(
+        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+    ) -> _NanoEngine:
+        if block_size != 4:
+            raise ValueError("this engine's blocks hold 4 positions")
+        return _TokensOnlyEngine(block_size)
+
+    def request_new(self, tokens: str, salt: str | None, user_key: str | None) -> Req | Fault:
+        if salt is not None or user_key is not None:
+            raise NotImplementedError("this engine's requests carry token ids only")
+        return super().request_new(tokens, salt, user_key)
+
+
+@variant(
+    "prefix-text-only-vllm-shape",
+    "the vLLM-like chain with no adapters, images or embeddings, as a text model served "
+    "without LoRA: declares prefix_inputs: [salt, user_key]",
+)
+class TextOnlyChain(_WithoutInputs, VllmLikeChain):
+    inputs = frozenset({"salt", "user_key"})

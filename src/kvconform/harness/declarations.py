@@ -5,7 +5,8 @@ answer (spec/README.md, Decisions); an implementation declares its answer and
 is judged by it. A *capability* is something an implementation may
 legitimately not expose or not represent: the raw byte fold (HASH-14), dtype
 names outside its own element-type enum (SIG-14), arbitrary named key
-parameters (PLAN-17).
+parameters (PLAN-17), a discriminant its prefix cache's requests cannot carry
+(PREFIX-23).
 
 Two things follow from a declaration, and both live here:
 
@@ -83,6 +84,13 @@ def capability_missing(case: Case, info: AdapterInfo) -> str | None:
                 f"the reader's expectation has dtype {op.expected.dtype!r}, which {info.name} "
                 f"cannot represent (capabilities.dtypes: {sorted(info.dtypes)}, SIG-14)"
             )
+        for given in prefix_inputs_given(op):
+            if not info.takes(given):
+                return (
+                    f"gives a request {_INPUT_WORDS[given]} ({op.name}), which the requests "
+                    f"of {info.name} cannot carry (capabilities.prefix_inputs: "
+                    f"{sorted(info.prefix_inputs or ())}, PREFIX-23)"
+                )
         too_wide = _too_wide_for_reader(op, info)
         if too_wide:
             return (
@@ -90,6 +98,30 @@ def capability_missing(case: Case, info: AdapterInfo) -> str | None:
                 "(capabilities.uint_bits, CONF-7)"
             )
     return _beyond_53_bits(case, info)
+
+
+#: How a reason names each input of PREFIX-23.
+_INPUT_WORDS = {
+    "adapter": "an adapter",
+    "media": "a media item",
+    "embeds": "embeddings",
+    "salt": "a salt",
+    "user_key": "a user key",
+}
+
+
+def prefix_inputs_given(op: ops.Op) -> tuple[str, ...]:
+    """The discriminants of PREFIX-23 that ``op`` gives a request (or loads, for one)."""
+    if isinstance(op, (ops.LoraLoad, ops.RequestLora)):
+        return ("adapter",)
+    if isinstance(op, ops.RequestMedia):
+        return ("media",)
+    if isinstance(op, ops.RequestEmbeds):
+        return ("embeds",)
+    if isinstance(op, ops.RequestNew):
+        given = (("salt", op.salt), ("user_key", op.user_key))
+        return tuple(name for name, value in given if value is not None)
+    return ()
 
 
 #: The widest count an implementation that declares ``uint_bits: 53`` holds (CONF-13).

@@ -10,7 +10,7 @@ implementation. The parts: :mod:`.operands` (what an operation carries and retur
 
 from __future__ import annotations
 
-from kvconform.values.declaration import PARAM_TYPES, AdapterInfo
+from kvconform.values.declaration import CAPABILITIES, PARAM_TYPES, PREFIX_INPUTS, AdapterInfo
 from kvconform.values.operands import (
     VALIDITY_OUTCOMES,
     ErrorValue,
@@ -41,6 +41,7 @@ from kvconform.values.options import (
 from kvconform.values.outcomes import Broken, Ok, Outcome, Refused
 
 __all__ = [
+    "CAPABILITIES",
     "CLASSES",
     "CLASS_REQUIRES",
     "DECISIONS",
@@ -49,6 +50,7 @@ __all__ = [
     "OPTION_DECISIONS",
     "PARAM_TYPES",
     "PREFIX_BLOCK_SIZES",
+    "PREFIX_INPUTS",
     "SHAPE_FIELDS",
     "VALIDITY_OUTCOMES",
     "AdapterInfo",

@@ -37,6 +37,13 @@ def _safe_ascii(value: object) -> str:
 #: A field type in a fixed per-family key schema (PLAN-17): a typed parameter, or a hook.
 PARAM_TYPES = ("u64", "f64", "str", "hook")
 
+#: The discriminants a prefix cache's request can carry besides its token ids, in the
+#: order of spec/prefix.md's table (capability ``prefix_inputs``, PREFIX-23).
+PREFIX_INPUTS = ("adapter", "media", "embeds", "salt", "user_key")
+
+#: The capabilities a ``hello`` answer may carry (CONF-7, PROTO-35), as protocol.md lists them.
+CAPABILITIES = ("raw_fold", "dtypes", "key_schema", "uint_bits", "prefix_inputs")
+
 
 @dataclass(frozen=True)
 class AdapterInfo:
@@ -61,6 +68,9 @@ class AdapterInfo:
     #: Capability: the width of the unsigned integers a block's counts are held in
     #: (SIG-14): 64, or 32 for a reader whose counts are ``u32``.
     uint_bits: int = 64
+    #: Capability: the discriminants a prefix cache's requests can carry (PREFIX-23);
+    #: ``None`` when all of :data:`PREFIX_INPUTS`.
+    prefix_inputs: frozenset[str] | None = None
 
     def _type_problems(self) -> list[str]:
         """Each field whose value is not of its type, named as a hello answer names it
@@ -105,6 +115,9 @@ class AdapterInfo:
                  type(f) is str and text_map(p) for f, p in self.key_schema.items())),
              "None or a mapping of families to parameter types"),
             ("capabilities.uint_bits", self.uint_bits, integer(self.uint_bits), "an integer"),
+            ("capabilities.prefix_inputs", self.prefix_inputs,
+             self.prefix_inputs is None or strings(self.prefix_inputs),
+             "None or a set of input names"),
         ]  # fmt: skip
         return [
             f"{where}: expected {what}, got {_safe_ascii(value)}"
@@ -124,6 +137,7 @@ class AdapterInfo:
             ("options", self.options),
             ("capabilities.dtypes", self.dtypes or ()),
             ("capabilities.key_schema", schema),
+            ("capabilities.prefix_inputs", self.prefix_inputs or ()),
         ]
         if len(schema) <= most:
             listed += [
@@ -160,7 +174,13 @@ class AdapterInfo:
             caps["key_schema"] = {f: dict(p) for f, p in self.key_schema.items()}
         if self.uint_bits != 64:
             caps["uint_bits"] = self.uint_bits
+        if self.prefix_inputs is not None:
+            caps["prefix_inputs"] = [n for n in PREFIX_INPUTS if n in self.prefix_inputs]
         return caps
+
+    def takes(self, prefix_input: str) -> bool:
+        """Whether a request can carry ``prefix_input`` (PREFIX-23)."""
+        return self.prefix_inputs is None or prefix_input in self.prefix_inputs
 
     def option(self, name: str) -> str:
         """The value the implementation answers the option with (CONF-6)."""
@@ -175,7 +195,11 @@ class AdapterInfo:
         if oversized:  # before anything goes through the entries
             return oversized
         found = []
-        for where, listed in (("classes", self.classes), ("format.reads", self.format_reads)):
+        for where, listed in (
+            ("classes", self.classes),
+            ("format.reads", self.format_reads),
+            ("capabilities.prefix_inputs", self.prefix_inputs or ()),
+        ):
             if len(set(listed)) != len(listed):  # a list, as a hello answer's would be refused
                 found.append(f"{where}: a value is listed more than once in {_safe_ascii(listed)}")
         unknown = sorted(set(self.classes) - set(CLASSES))
@@ -221,6 +245,11 @@ class AdapterInfo:
             )
         if self.uint_bits not in (32, 53, 64):
             found.append(f"capabilities.uint_bits: {self.uint_bits!r} is not 32, 53 or 64")
+        for name in sorted(set(self.prefix_inputs or ()) - set(PREFIX_INPUTS)):
+            found.append(
+                f"capabilities.prefix_inputs: {_shown(name)} is not one of "
+                f"{', '.join(PREFIX_INPUTS)} (PREFIX-23)"
+            )
         if self.dtypes is not None and "f32" not in self.dtypes:
             found.append("capabilities.dtypes: must hold f32, the element type of profile v1")
         fixed = self.option("plan_key_params") == "fixed"

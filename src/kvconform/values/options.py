@@ -138,6 +138,7 @@ DECISIONS: Mapping[str, tuple[str, ...]] = {
     "prefix-key-strength": ("PREFIX-19",),
     "prefix-chain-root": ("PREFIX-20",),
     "prefix-shared-tier": ("PREFIX-21", "PREFIX-22"),
+    "prefix-inputs": ("PREFIX-23",),
 }
 
 #: Requirements a generated counterexample may bear on that state an option's

@@ -34,7 +34,9 @@ the programs stay where every other declared option does not:
   except in a *strength* program: up to 512 distinct one-block requests, each looked
   up before it is stored, then the last one looked up again, as in the scenarios of
   ``prefix/strength.yaml`` (PREFIX-19: a narrow identity collides among them; every
-  answer but the last is 0, which no eviction changes).
+  answer but the last is 0, which no eviction changes);
+- ``prefix_inputs`` (a capability, PREFIX-23): no adapter, media item, embeddings, salt
+  or user key the implementation's requests cannot carry (:func:`within_inputs`).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from hypothesis import strategies as st
 
 import kvconform.differential.strategies.prefix_scope as v
 from kvconform.differential.compare import Program
-from kvconform.differential.strategies.prefix_scope import PrefixScope
+from kvconform.differential.strategies.prefix_scope import PrefixScope, within_inputs
 from kvconform.differential.strategies.source import Source, Writer, flag, items, pick, strategy
 from kvconform.protocol import operations as ops
 from kvconform.values import AdapterInfo
@@ -140,7 +142,7 @@ class PrefixBuilder:
             self.strength()
         else:
             items(src, self.step, max_size=32, mean_extra=16)
-        return tuple(self.ops)
+        return within_inputs(tuple(self.ops), self.scope.inputs)
 
     def step(self) -> None:
         """One step: a request computed (looked up, then stored), stored, or only looked

@@ -4,9 +4,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from kvconform.values import AdapterInfo
+from kvconform.harness.declarations import prefix_inputs_given
+from kvconform.protocol import operations as ops
+from kvconform.values import PREFIX_INPUTS, AdapterInfo
 
 #: Token ids are drawn from 0 to this (0 first: the padding token of a careless store).
 TOKEN_MAX = 3
@@ -52,6 +54,8 @@ class PrefixScope:
     media_caller: bool = False
     #: Whether a program may be a strength program (512 one-block requests).
     strength: bool = True
+    #: The discriminants a request may carry (capability ``prefix_inputs``, PREFIX-23).
+    inputs: frozenset[str] = frozenset(PREFIX_INPUTS)
 
     @classmethod
     def of(cls, info: AdapterInfo) -> PrefixScope:
@@ -64,4 +68,26 @@ class PrefixScope:
             empty_salt=info.option("prefix_empty_salt") == "distinct",
             adapter_content=info.option("prefix_adapter_identity") == "content",
             media_caller=info.option("prefix_media_identity") == "caller",
+            inputs=frozenset(PREFIX_INPUTS if info.prefix_inputs is None else info.prefix_inputs),
         )
+
+
+def within_inputs(program: tuple[ops.Op, ...], inputs: frozenset[str]) -> tuple[ops.Op, ...]:
+    """``program`` without the discriminants an implementation's requests cannot carry
+    (PREFIX-23): its adapter loads and uses, media items or embeddings left out, a salt
+    or a user key made absent. The reference and the implementation run the same
+    program, so what the requests lose changes no comparison."""
+    if inputs >= set(PREFIX_INPUTS):
+        return program
+    kept: list[ops.Op] = []
+    for op in program:
+        if isinstance(op, ops.RequestNew):
+            op = replace(
+                op,
+                salt=op.salt if "salt" in inputs else None,
+                user_key=op.user_key if "user_key" in inputs else None,
+            )
+        elif any(name not in inputs for name in prefix_inputs_given(op)):
+            continue
+        kept.append(op)
+    return tuple(kept)

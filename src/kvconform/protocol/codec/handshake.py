@@ -11,7 +11,7 @@ import kvconform
 from kvconform import limits
 from kvconform.protocol.codec.scalars import WireError
 from kvconform.rendering import clip, one_line
-from kvconform.values import CLASSES, AdapterInfo
+from kvconform.values import CAPABILITIES, CLASSES, AdapterInfo
 
 #: Protocol 1, whose wire form this codec reads and writes; protocol 2 is this form
 #: with every count as a decimal string (:mod:`kvconform.protocol.v2`, which lists the
@@ -69,6 +69,10 @@ def _too_many(raw: Mapping[str, Any]) -> str | None:
         ("options", raw.get("options")),
         ("capabilities.dtypes", caps.get("dtypes") if isinstance(caps, Mapping) else None),
         ("capabilities.key_schema", schema),
+        (
+            "capabilities.prefix_inputs",
+            caps.get("prefix_inputs") if isinstance(caps, Mapping) else None,
+        ),
     ]
     if isinstance(schema, Mapping) and len(schema) <= most:
         listed += [
@@ -147,12 +151,12 @@ def info_from_wire(raw: object, offered: int = PROTOCOL_VERSION) -> AdapterInfo:
     caps = raw.get("capabilities", {})
     if not isinstance(caps, Mapping):
         raise WireError("hello result.capabilities: expected an object")
-    unknown_caps = sorted(set(caps) - {"raw_fold", "dtypes", "key_schema", "uint_bits"})
+    unknown_caps = sorted(set(caps) - set(CAPABILITIES))
     if unknown_caps:
         raise WireError(
             f"hello result.capabilities: unknown capability "
             f"{clip(', '.join(map(ascii, unknown_caps)))} "
-            "(the capabilities are raw_fold, dtypes, key_schema, uint_bits)"
+            f"(the capabilities are {', '.join(CAPABILITIES)})"
         )
     uint_bits = caps.get("uint_bits", 64)
     if type(uint_bits) is not int or uint_bits not in (32, 53, 64):
@@ -165,6 +169,13 @@ def info_from_wire(raw: object, offered: int = PROTOCOL_VERSION) -> AdapterInfo:
         not isinstance(dtypes, list) or not all(isinstance(d, str) for d in dtypes)
     ):
         raise WireError("hello result.capabilities.dtypes: expected a list of dtype names")
+    inputs = caps.get("prefix_inputs")
+    if inputs is not None and (
+        not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs)
+    ):
+        raise WireError("hello result.capabilities.prefix_inputs: expected a list of input names")
+    if inputs is not None and len(set(inputs)) != len(inputs):
+        raise WireError("hello result.capabilities.prefix_inputs: an input listed more than once")
     schema = caps.get("key_schema")
     if schema is not None and (
         not isinstance(schema, Mapping)
@@ -188,6 +199,7 @@ def info_from_wire(raw: object, offered: int = PROTOCOL_VERSION) -> AdapterInfo:
         dtypes=None if dtypes is None else frozenset(dtypes),
         key_schema=None if schema is None else {f: dict(p) for f, p in schema.items()},
         uint_bits=uint_bits,
+        prefix_inputs=None if inputs is None else frozenset(inputs),
     )
     problems = info.problems()
     if problems:
