@@ -303,3 +303,31 @@ def test_a_case_of_an_input_not_declared_is_set_aside_naming_it(inputs: frozense
             assert r.verdict in ("passed", "not_applicable"), r.report()
             assert "PREFIX-23" not in r.reason
     assert sum(r.verdict == "passed" for r in results) >= 20
+
+
+class _NoImages(ReferenceAdapter):
+    """The reference without an image encoder, declaring nothing about it."""
+
+    def request_media(self, *args: object) -> None:
+        raise NotImplementedError("no image encoder")
+
+    def prefix_lookup(self, prefix: object, request: object) -> int:
+        return 0  # and a wrong answer where no input is involved
+
+
+@pytest.mark.covers("PREFIX-23")
+def test_a_failure_at_an_input_points_to_the_declaration() -> None:
+    """An engine that lacks an input and does not declare it fails those cases; the
+    report says how to declare what it lacks, and says it only for cases that give an
+    input (a token-only failure gets no such hint)."""
+    cases = [
+        c
+        for c in suite.all_cases()
+        if c.id in ("prefix.media.same-image-is-reused", "prefix.reuse.same-request-fully-reused")
+    ]
+    results = {r.case.id: r for r in run_cases(cases, InProcessDriver(_NoImages()))}
+    media = results["prefix.media.same-image-is-reused"]
+    tokens = results["prefix.reuse.same-request-fully-reused"]
+    assert media.verdict == tokens.verdict == "failed"
+    assert "cannot carry media declares capabilities.prefix_inputs" in media.report()
+    assert "prefix_inputs" not in tokens.report()

@@ -14,7 +14,12 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from kvconform.harness.checks import Answers, Check, Failure, OutcomeCheck, Refuses
-from kvconform.harness.declarations import adapt, capability_missing, option_not_declared
+from kvconform.harness.declarations import (
+    adapt,
+    capability_missing,
+    option_not_declared,
+    prefix_inputs_given,
+)
 from kvconform.harness.explain import requirement_summary
 from kvconform.harness.reexpress import reexpress
 from kvconform.harness.reexpress_prefix import reexpress_blocks
@@ -23,7 +28,7 @@ from kvconform.protocol import codec
 from kvconform.protocol.driver import Driver
 from kvconform.protocol.operations import CacheAllocId, Measure, ModelInstanceId, Op, Stamp, Verify
 from kvconform.protocol.steps import HARNESS_STEPS, shown
-from kvconform.values import AdapterInfo, Broken, Ok, Outcome, Refused
+from kvconform.values import PREFIX_INPUTS, AdapterInfo, Broken, Ok, Outcome, Refused
 
 #: ``not_run``: the run ended before the case (its adapter was given up); no verdict.
 Verdict = Literal["passed", "failed", "not_applicable", "not_run"]
@@ -347,6 +352,13 @@ def render_failure(case: Case, failures: tuple[Failure, ...], reason: str = "") 
     cause = cause_of(failures)
     if cause != "answer":
         lines.insert(-2, f"  cause:    {_CAUSE_TEXT[cause]}")
+    inputs = _inputs_given(case)
+    if inputs and first.expected == "success":
+        lines.insert(
+            -2,
+            f"  hint:     an engine whose requests cannot carry {' or '.join(inputs)} declares "
+            "capabilities.prefix_inputs without it (PREFIX-23), which sets such cases aside",
+        )
     if case.incident:
         lines.append(f"  incident: {case.incident}")
     if first.detail:
@@ -358,6 +370,12 @@ def render_failure(case: Case, failures: tuple[Failure, ...], reason: str = "") 
     if unjudged:
         lines.append(f"  ({unjudged} later check(s) not judged: the adapter broke)")
     return "\n".join(lines)
+
+
+def _inputs_given(case: Case) -> list[str]:
+    """The discriminants of PREFIX-23 the case gives its requests, in the table's order."""
+    given = {name for op in case.program for name in prefix_inputs_given(op)}
+    return [name for name in PREFIX_INPUTS if name in given]
 
 
 def _basis(case: Case) -> str:
