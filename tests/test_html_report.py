@@ -369,3 +369,32 @@ def test_the_filter_hides_what_is_unticked(
     shown = [str(a["id"]) for a in cases if "hidden" not in a]
     assert shown == [f"case-{r['id']}" for r in kept]
     assert f"Showing {len(kept)} of {len(failed)} failing case(s)" in text
+
+
+def test_every_report_shows_what_the_adapter_declared(report: dict[str, Any]) -> None:
+    """The HTML page and the Markdown summary say which options and capabilities the
+    adapter declared (CONF-6, CONF-7): a run set aside for a declaration is read with
+    it (PREFIX-23's cases of an input left out, say). A value from a report read back is
+    anyone's text: shown inert."""
+    from kvconform.reports import markdown
+    from kvconform.values import OPTIONS
+
+    adapter = {
+        **report["adapter"],
+        "options": {**report["adapter"]["options"], "prefix_key": "verified"},
+        "capabilities": {"prefix_inputs": [], "dtypes": ["f32", "<script>x</script>\u202e"]},
+    }
+    declared = {**report, "adapter": adapter}
+    page = html_report.render_run(declared)
+    assert "Declared: prefix_key: verified;" in page and "; prefix_inputs: []. " in page
+    assert "<script>x" not in page and "\u202e" not in page
+    summary = markdown.render(declared)
+    from kvconform.reports.untrusted import markdown as inert
+
+    assert f"Declared: {inert('prefix_key: verified')}, " in summary
+    assert inert("prefix_inputs: []") in summary
+    assert "<script>" not in summary and "\u202e" not in summary
+    defaults = {name: spec.default for name, spec in OPTIONS.items()}
+    plain = {**report, "adapter": {**report["adapter"], "options": defaults, "capabilities": {}}}
+    assert "Declared:" not in html_report.render_run(plain)
+    assert "Declared:" not in markdown.render(plain)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, TextIO
@@ -11,8 +10,8 @@ from typing import Any, TextIO
 from kvconform.cli.common import _said
 from kvconform.harness import manifest
 from kvconform.harness.runner import CaseResult, render_advice
+from kvconform.reports.record import declared as declared_text
 from kvconform.reports.untrusted import one_line
-from kvconform.values import OPTIONS
 
 
 class Progress:
@@ -100,14 +99,11 @@ def _print_summary(
         f"classes declared: {', '.join(a['classes']) or 'none'}; "
         f"format {format_text(a['format'])}\n"
     )
-    chosen = [
-        f"{name}: {value}" for name, value in a["options"].items() if value != OPTIONS[name].default
-    ]
-    caps = dict(a["capabilities"])
-    if chosen or caps:
+    chosen = declared_text(a)
+    if chosen:
         out.write(
             "declared: "
-            + "; ".join(chosen + [f"{k}: {json.dumps(v)}" for k, v in sorted(caps.items())])
+            + "; ".join(chosen)
             + " (CONF-6, CONF-7; every other option at its default)\n"
         )
     out.write("\n")

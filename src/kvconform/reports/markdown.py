@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kvconform.files import write_atomic
-from kvconform.reports.record import advice_text, caveats, gate_state, not_answers
+from kvconform.reports.record import advice_text, caveats, declared, gate_state, not_answers
 from kvconform.reports.record import verdict as record_verdict
 from kvconform.reports.untrusted import markdown as _m
 
@@ -143,15 +143,10 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
 
 
 def _declared(adapter: Mapping[str, Any]) -> str:
-    """The options an adapter answers other than by default, as one sentence (CONF-6)."""
-    from kvconform.values import OPTIONS
-
-    chosen = [
-        f"{_m(name)}: {_m(str(value))}"
-        for name, value in adapter.get("options", {}).items()
-        if name in OPTIONS and value != OPTIONS[name].default
-    ]
-    return f"Options declared: {', '.join(chosen)}. " if chosen else ""
+    """The options an adapter answers other than by default (CONF-6) and the capabilities
+    it declares (CONF-7), as one sentence."""
+    chosen = [_m(item) for item in declared(adapter)]
+    return f"Declared: {', '.join(chosen)}. " if chosen else ""
 
 
 def write(report: Mapping[str, Any], path: Path) -> None:

@@ -14,9 +14,34 @@ from kvconform.files import write_atomic
 from kvconform.harness import suite
 from kvconform.harness.runner import CAUSES, CaseResult, cause_of
 from kvconform.harness.yamlsource import Document, validate
+from kvconform.rendering import clip
 from kvconform.values import OPTIONS, AdapterInfo
 
 REPORT_FORMAT = "kvconform-report/1"
+
+#: The longest a declared capability's value is shown in a line of a report.
+_DECLARED_SHOWN = 200
+
+
+def declared(adapter: Mapping[str, Any]) -> list[str]:
+    """What a report's adapter declared besides the defaults, as ``name: value``: each
+    option it answers otherwise (CONF-6), then each capability (CONF-7), whose value is
+    shown as JSON text, clipped (a report read back may be anyone's)."""
+    options = adapter.get("options")
+    shown = [
+        f"{name}: {value}"
+        for name, value in (options.items() if isinstance(options, Mapping) else ())
+        if name in OPTIONS and value != OPTIONS[name].default
+    ]
+    caps = adapter.get("capabilities")
+    if isinstance(caps, Mapping):
+        shown += [
+            f"{name}: {clip(json.dumps(value, ensure_ascii=True), _DECLARED_SHOWN)}"
+            for name, value in sorted(caps.items())
+        ]
+    return shown
+
+
 VERDICTS = ("passed", "failed", "not_applicable", "not_run")
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from kvconform.rendering import clip
 from kvconform.reports.html.page import _LABEL, _TEXT_LIMIT, _counts_table, _page, _split, escape
-from kvconform.reports.record import advice_text, caveats, format_text, gate_state
+from kvconform.reports.record import advice_text, caveats, declared, format_text, gate_state
 
 #: The run page's script: the filter, and a failure linked to (``#case-<id>``) opens.
 #: It reads ``data-class``, ``data-area``, ``data-basis``, the form and the address's
@@ -85,7 +85,8 @@ def render_run(report: Mapping[str, Any]) -> str:
         f"{f', {n} not run' if (n := s.get('not_run')) else ''} of {s['total']} cases in "
         f"{report['seconds']:.1f} s. Language {escape(a['language'])}; classes "
         f"{escape(', '.join(a['classes']))}; format {escape(format_text(a['format']))}. "
-        f"Suite digest "
+        + (f"Declared: {escape('; '.join(chosen))}. " if (chosen := declared(a)) else "")
+        + f"Suite digest "
         f"<code>{escape(report['suite']['digest'])}</code>; "
         f"started {escape(report['started'])}.</p>",
         *_gate(report.get("gate"), gate_state(report)),
