@@ -197,6 +197,7 @@ def test_a_version_2_counterexample_round_trips(name: str, tmp_path: Path) -> No
         "prefix-whole-request-or-nothing",  # under-reuse of an equal prefix
         "prefix-tier-keys-per-process",  # a tier another process cannot read
         "prefix-content-adapter-identity-keyed-by-instance",  # declares content identity
+        "prefix-text-only-user-key-ignored",  # declares prefix_inputs: salt, user_key
     ],
 )
 def test_a_prefix_counterexample_round_trips(name: str, tmp_path: Path) -> None:
@@ -230,6 +231,7 @@ def test_a_prefix_counterexample_round_trips(name: str, tmp_path: Path) -> None:
         assert scenario["options"]["prefix_adapter_identity"] == "content"
     (case,) = load_scenario_file(result.exported)
     declared = DeclaringAs(info)  # the reference, declaring what the mutant declares
+    assert declared.describe().prefix_inputs == info.prefix_inputs
     assert run_case(case, InProcessDriver(declared)).verdict == "passed"
     assert run_case(case, InProcessDriver(factory())).verdict == "failed"
 

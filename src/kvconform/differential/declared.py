@@ -123,4 +123,5 @@ class DeclaringAs(DeclaredReference):
             raw_fold=theirs.raw_fold,
             dtypes=theirs.dtypes,
             uint_bits=theirs.uint_bits,
+            prefix_inputs=theirs.prefix_inputs,
         )
