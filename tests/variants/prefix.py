@@ -514,13 +514,15 @@ class _NanoEngine:
 )
 class NanoVllmLikeChain(_PrefixShape):
     prefix_options = MappingProxyType({"prefix_key": "verified", "prefix_block_size": "4"})
+    #: What keys the blocks: each block's record after its parent's hash.
+    engine_cls: ClassVar[type[_NanoEngine]] = _NanoEngine
 
     def prefix_new(
         self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
     ) -> _NanoEngine:
         if block_size != 4:
             raise ValueError("this engine's blocks hold 4 positions")
-        return _NanoEngine(block_size)
+        return self.engine_cls(block_size)
 
     def prefix_store(self, engine: _NanoEngine, request: Req) -> None:
         engine.walk(request, store=True)
@@ -791,13 +793,7 @@ class _TokensOnlyEngine(_NanoEngine):
 )
 class TokensOnlyChain(_WithoutInputs, NanoVllmLikeChain):
     inputs = frozenset()
-
-    def prefix_new(
-        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
-    ) -> _NanoEngine:
-        if block_size != 4:
-            raise ValueError("this engine's blocks hold 4 positions")
-        return _TokensOnlyEngine(block_size)
+    engine_cls = _TokensOnlyEngine
 
     def request_new(self, tokens: str, salt: str | None, user_key: str | None) -> Req | Fault:
         if salt is not None or user_key is not None:
