@@ -56,7 +56,7 @@ class Succeeds:
     def judge(self, outcome: Outcome) -> tuple[str, str, tuple[str, ...]] | None:
         if isinstance(outcome, Ok):
             return None
-        return "success", describe(outcome), ()
+        return SUCCESS, describe(outcome), ()
 
 
 @dataclass(frozen=True)
@@ -354,6 +354,10 @@ def show_error(
 #: make a report of megabytes.
 DESCRIBED_LIMIT = 4000
 
+#: What a failure shows as expected, or as the outcome, where an operation succeeds
+#: with nothing to compare.
+SUCCESS = "success"
+
 
 def describe(outcome: Outcome) -> str:
     """``outcome`` as a failure shows it, clipped to :data:`DESCRIBED_LIMIT` characters."""
@@ -361,7 +365,7 @@ def describe(outcome: Outcome) -> str:
         if isinstance(outcome.value, bool):
             return "plan valid" if outcome.value else "plan invalid"
         if outcome.value is None:
-            return "success"
+            return SUCCESS
         return clip(f"success: {show(outcome.value)}", DESCRIBED_LIMIT)
     if isinstance(outcome, Refused):
         f = outcome.fault

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from kvconform.harness.checks import Answers, Check, Failure, OutcomeCheck, Refuses
+from kvconform.harness.checks import SUCCESS, Answers, Check, Failure, OutcomeCheck, Refuses
 from kvconform.harness.declarations import (
     adapt,
     capability_missing,
@@ -353,7 +353,7 @@ def render_failure(case: Case, failures: tuple[Failure, ...], reason: str = "") 
     if cause != "answer":
         lines.insert(-2, f"  cause:    {_CAUSE_TEXT[cause]}")
     inputs = _inputs_given(case)
-    if inputs and first.expected == "success":
+    if inputs and first.expected == SUCCESS:
         lines.insert(
             -2,
             f"  hint:     an engine whose requests cannot carry {' or '.join(inputs)} declares "
