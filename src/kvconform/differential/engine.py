@@ -31,7 +31,6 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
@@ -51,11 +50,12 @@ from kvconform.differential.properties import PROPERTIES as PROPERTIES  # re-exp
 from kvconform.differential.properties import PROPERTIES_BY_ID as PROPERTIES_BY_ID
 from kvconform.differential.properties import Property as Property
 from kvconform.differential.properties import generated_cases as generated_cases
+from kvconform.differential.result import PropertyResult as PropertyResult  # re-exported
+from kvconform.differential.result import Verdict as Verdict
+from kvconform.differential.result import case_result as case_result
 from kvconform.differential.shrink import hypothesis_shrinking_deadline, minimize
 from kvconform.differential.shrink import shrink_choices as shrink_choices  # re-exported
-from kvconform.harness.checks import Failure, Where
 from kvconform.harness.declarations import unrepresentable
-from kvconform.harness.runner import CaseResult
 from kvconform.harness.yamlsource import SourceError
 from kvconform.protocol import operations as ops
 from kvconform.protocol.driver import Driver, InProcessDriver
@@ -66,9 +66,6 @@ DEFAULT_EXAMPLES = 60
 #: After the first disagreement, about how long shrinking may take (the choice
 #: shrinker, or Hypothesis's, then a greedy pass of at most half as long).
 SHRINK_SECONDS = 30.0
-
-Verdict = Literal["passed", "failed", "not_applicable", "error"]
-
 
 DEFAULT_SEED = zlib.crc32(f"kvconform suite {kvconform.SUITE_VERSION}".encode())
 
@@ -89,25 +86,6 @@ def execute(driver: Driver, program: Program) -> list[Outcome]:
         if callable(batch):
             return list(batch([op.program for op in program]))  # type: ignore[attr-defined]
     return list(driver.run(program))
-
-
-@dataclass(frozen=True)
-class PropertyResult:
-    prop: Property
-    verdict: Verdict
-    seed: int
-    examples: int
-    #: Programs actually run on both sides (generation and shrinking).
-    runs: int = 0
-    seconds: float = 0.0
-    counterexample: Counterexample | None = None
-    #: Why not applicable, or what went wrong in the harness (verdict ``error``).
-    reason: str = ""
-    #: The scenario file written for the counterexample, and what replaying it showed.
-    exported: Path | None = None
-    export_note: str = ""
-    #: Why the counterexample could not be written (an output of the run left unwritten).
-    export_error: str = ""
 
 
 class Disagreement(AssertionError):
@@ -438,54 +416,6 @@ def export_counterexample(
             )
     note = "\n".join(notes) or "replayed: passes on the reference, fails on this implementation"
     return replace(result, exported=path, export_note=note)
-
-
-def case_result(result: PropertyResult) -> CaseResult:
-    """The property's result as a case result (kind ``generated``) for reports and gating."""
-    case = result.prop.case
-    if result.verdict == "not_applicable":
-        return CaseResult(case, "not_applicable", reason=result.reason, seconds=result.seconds)
-    if result.verdict == "passed":
-        return CaseResult(case, "passed", seconds=result.seconds)
-    reproduce = (
-        f"reproduce: kvconform run --generated {result.examples} --seed {result.seed} "
-        f"--id {case.id} [--export-counterexamples DIR]"
-    )
-    where_file = f"--generated {result.examples} --seed {result.seed}"
-    if result.verdict == "error" or result.counterexample is None:
-        failure = Failure(
-            where=Where(where_file, None, "the generator"),
-            expected="a program the reference runs and a completed check",
-            actual=result.reason,
-            detail=reproduce,
-        )
-        return CaseResult(case, "failed", (failure,), seconds=result.seconds)
-    cx = result.counterexample
-    op = cx.program[cx.mismatch.index]
-    lines = [
-        f"counterexample after {result.runs} program(s), shrunk; each line gives "
-        "the reference's answer:",
-        cx.listing(),
-        reproduce,
-    ]
-    if result.exported is not None:
-        lines.append(f"exported: {result.exported} ({result.export_note})")
-    if result.export_error:
-        lines.append(f"not exported: {result.export_error}")
-    failure = Failure(
-        where=Where(
-            where_file,
-            None,
-            f"operation {cx.mismatch.index + 1} ({op.name}) of a shrunk "
-            f"{len(cx.program)}-operation program",
-        ),
-        expected=cx.mismatch.expected,
-        actual=cx.mismatch.actual,
-        requires=cx.mismatch.requires,
-        detail="\n".join(lines),
-        broken=cx.mismatch.broken,  # the adapter broke: its cause is the adapter's
-    )
-    return CaseResult(case, "failed", (failure,), seconds=result.seconds)
 
 
 def run_generated(
