@@ -49,6 +49,7 @@ CAPABILITY_FIELDS: Mapping[str, str] = {
     "uint_bits": "uint_bits",
     "key_schema": "key_schema",
     "prefix_inputs": "prefix_inputs",
+    "prefix_capacity": "prefix_capacity",
     "format_writes": "format",
     "format_reads": "format",
 }
@@ -127,6 +128,8 @@ def declaring(case: Case, name: str, value: str, fmt: str) -> AdapterInfo:
         extra["prefix_inputs"] = (
             None if given is None else frozenset(filter(None, given.split(",")))
         )
+    elif name == "prefix_capacity":
+        extra["prefix_capacity"] = {"true": True, "false": False}[value]
     elif name == "format":
         fmt = value
     else:

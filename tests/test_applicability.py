@@ -305,6 +305,29 @@ def test_a_case_of_an_input_not_declared_is_set_aside_naming_it(inputs: frozense
     assert sum(r.verdict == "passed" for r in results) >= 20
 
 
+@pytest.mark.covers("PREFIX-24", "CONF-7")
+@pytest.mark.parametrize("bounded", [True, False])
+def test_a_case_of_a_bounded_cache_needs_the_capability(bounded: bool) -> None:
+    """PREFIX-24: without ``prefix_capacity`` exactly the cases whose ``prefix_new`` gives a
+    capacity are not applicable, the reason naming the capability; with it they are
+    judged (and pass, the reference being right). Fails a harness that sends a capacity
+    to an engine that cannot bound its cache, or sets aside a case without one."""
+    cases = [c for c in suite.all_cases() if c.cls == "prefix_cache"]
+    results = run_cases(cases, InProcessDriver(Declaring(prefix_capacity=bounded)))
+    capped = 0
+    for r in results:
+        gives = any(isinstance(op, ops.PrefixNew) and op.capacity for op in r.case.program)
+        capped += gives
+        if gives and not bounded:
+            assert r.verdict == "not_applicable", r.case.id
+            assert "capabilities.prefix_capacity" in r.reason and "PREFIX-24" in r.reason
+        else:
+            assert r.verdict in ("passed", "not_applicable"), r.report()
+            assert "PREFIX-24" not in r.reason
+            assert r.verdict == "passed" or not gives, r.case.id
+    assert capped >= 4
+
+
 class _NoImages(ReferenceAdapter):
     """The reference without an image encoder, declaring nothing about it."""
 

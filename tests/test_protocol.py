@@ -475,6 +475,8 @@ def test_faults_of_python_adapters_keep_their_message() -> None:
         ({"capabilities": {"prefix_inputs": ["salt", "salt"]}}, "listed more than once"),
         ({"capabilities": {"prefix_inputs": ["lora"]}}, "'lora' is not one of adapter"),
         ({"capabilities": {"prefix_inputs": ["\x1b[2J" + "d" * 100_000]}}, "prefix_inputs"),
+        ({"capabilities": {"prefix_capacity": "yes"}}, "capabilities.prefix_capacity"),
+        ({"capabilities": {"prefix_capacity": 1}}, "capabilities.prefix_capacity"),
         ({"option": {"clear_mints": "eager"}}, "unknown member 'option'"),
         ({"\x1b[2J" + "b" * 100_000: 1}, "unknown member"),
         ({"format": {"writes": None, "reads": [], "write": 1}}, "format: unknown member 'write'"),
@@ -525,6 +527,31 @@ def test_prefix_inputs_travel_in_hello_and_back() -> None:
     assert not validate(
         "response", {"seq": 0, "ok": {**base, "capabilities": {"prefix_inputs": []}}}
     )
+
+
+@pytest.mark.covers("PROTO-35", "PREFIX-24")
+def test_prefix_capacity_travels_in_hello_and_back() -> None:
+    """``prefix_capacity`` is false unless declared, and written back only when true."""
+    from kvconform.protocol.codec import WireError, info_from_wire
+
+    base = {
+        "name": "x",
+        "version": "1",
+        "language": "c",
+        "protocol": 1,
+        "classes": ["prefix_cache"],
+        "format": {"writes": None, "reads": []},
+    }
+    assert not info_from_wire(base).prefix_capacity
+    assert "prefix_capacity" not in info_from_wire(base).declared_capabilities()
+    bounded = info_from_wire({**base, "capabilities": {"prefix_capacity": True}})
+    assert bounded.prefix_capacity
+    assert bounded.declared_capabilities() == {"prefix_capacity": True}
+    for value in (True, False):
+        line = {"seq": 0, "ok": {**base, "capabilities": {"prefix_capacity": value}}}
+        assert not validate("response", line)
+    with pytest.raises(WireError, match=r"capabilities\.prefix_capacity: expected true or false"):
+        info_from_wire({**base, "capabilities": {"prefix_capacity": "true"}})
 
 
 @pytest.mark.parametrize("layout", [None, Layout(block_size=4, sliding_window=None)])

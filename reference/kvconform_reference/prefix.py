@@ -207,16 +207,25 @@ class PrefixCache:
 
     In memory the root is seeded (option ``prefix_root: seeded``, PREFIX-20): it is
     derived from the namespace alone, so a per-process secret never enters a key.
+
+    With a ``capacity`` it holds at most that many blocks, the ones stored most recently
+    (PREFIX-24): ``blocks`` keeps its keys in the order they were last stored, a key
+    stored again moves to the end, and the first is dropped while there are too many.
+    A dropped key is gone from the one table a lookup reads, so no entry outlives it.
     """
 
     block_size: int
     config: EngineConfig
     tier: SharedTier | None = None
-    blocks: set[bytes] = field(default_factory=set)
+    capacity: int | None = None
+    #: The keys held, least recently stored first (a dict used as an ordered set).
+    blocks: dict[bytes, None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.block_size < 1:
             raise ValueError("a block holds at least one position (PREFIX-6)")
+        if self.capacity is not None and self.capacity < 1:
+            raise ValueError("a prefix cache holds at least one block (PREFIX-24)")
 
     def _local_keys(self, request: Request) -> list[bytes]:
         adapter = request.adapter.local_identity() if request.adapter else None
@@ -241,7 +250,11 @@ class PrefixCache:
 
         Store and lookup compute keys with the same functions (PREFIX-18).
         """
-        self.blocks.update(self._local_keys(request))
+        for key in self._local_keys(request):
+            self.blocks.pop(key, None)  # stored again: now the most recent
+            self.blocks[key] = None
+            if self.capacity is not None and len(self.blocks) > self.capacity:
+                del self.blocks[next(iter(self.blocks))]  # the least recently stored
         if self.tier is not None:
             self.tier.add(self._tier_keys(request))
 

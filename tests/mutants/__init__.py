@@ -78,6 +78,7 @@ MODULES = (
     "widths",
     "storage_options",
     "prefix",
+    "prefix_capacity",
 )
 
 

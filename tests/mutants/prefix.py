@@ -39,9 +39,17 @@ class PrefixAdapter(ReferenceAdapter):
     media_cls: type[MediaItem] = MediaItem
 
     def prefix_new(
-        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+        self,
+        block_size: int,
+        model_name: str,
+        kv_dtype: str,
+        layout: str,
+        shard: str,
+        *,
+        capacity: int | None = None,
     ) -> PrefixCache:
-        return self.cache_cls(block_size, EngineConfig(model_name, kv_dtype, layout, shard))
+        config = EngineConfig(model_name, kv_dtype, layout, shard)
+        return self.cache_cls(block_size, config, capacity=capacity)
 
     def lora_load(self, cache: PrefixCache, adapter_name: str, weights: str) -> Adapter:
         return self.adapter_cls(adapter_name, weights)
@@ -667,9 +675,17 @@ class PrefixTierRootDrawnPerProcess(PrefixAdapter):
         self.process_root = os.urandom(16)  # a new process, a new root
 
     def prefix_new(
-        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+        self,
+        block_size: int,
+        model_name: str,
+        kv_dtype: str,
+        layout: str,
+        shard: str,
+        *,
+        capacity: int | None = None,
     ) -> PrefixCache:
-        cache = _RootOfTheProcess(block_size, EngineConfig(model_name, kv_dtype, layout, shard))
+        config = EngineConfig(model_name, kv_dtype, layout, shard)
+        cache = _RootOfTheProcess(block_size, config, capacity=capacity)
         cache.process_root = self.process_root
         return cache
 

@@ -1314,9 +1314,9 @@ def _double_block_pool(size: int) -> type:
             info = super().describe()
             return replace(info, options={**info.options, "prefix_block_size": str(size)})
 
-        def prefix_new(self, block_size, model_name, kv_dtype, layout, shard):  # type: ignore[no-untyped-def]
+        def prefix_new(self, block_size, model_name, kv_dtype, layout, shard, **bound):  # type: ignore[no-untyped-def]
             # MUTATION: the pool's hash block size is a setting apart from the block size
-            return super().prefix_new(2 * block_size, model_name, kv_dtype, layout, shard)
+            return super().prefix_new(2 * block_size, model_name, kv_dtype, layout, shard, **bound)
 
     DoubleBlockPool.__name__ = DoubleBlockPool.__qualname__ = f"DoubleBlockPool{size}"
     return DoubleBlockPool

@@ -83,10 +83,15 @@ class _PrefixShape(ReferenceAdapter):
     #: Options the shape declares (CONF-6), beside the reference's own.
     prefix_options: ClassVar[Mapping[str, str]] = MappingProxyType({})
 
+    #: Whether the shape's prefix_new takes a capacity (capability prefix_capacity, PREFIX-24).
+    bounded: ClassVar[bool] = False
+
     def describe(self) -> AdapterInfo:
         info = super().describe()
         options = {k: v for k, v in info.options.items() if not k.startswith("prefix_")}
-        return replace(info, options={**options, **self.prefix_options})
+        return replace(
+            info, options={**options, **self.prefix_options}, prefix_capacity=self.bounded
+        )
 
     def lora_load(self, engine: object, adapter_name: str, weights: str) -> Lora:
         _next_load[0] += 1
@@ -471,9 +476,18 @@ def _h64(parent: int, record: tuple[Any, ...]) -> int:
 
 
 class _NanoEngine:
-    def __init__(self, block_size: int) -> None:
+    """With a ``capacity``, blocks are allocated as nano-vllm's block manager allocates
+    them (PREFIX-24): a stored request takes a block it hits out of the queue of free
+    blocks and a new one from that queue's front, evicting the block there; when it is
+    done its blocks go to the back of the queue last block first, so the last block of
+    a request is evicted before its first. An evicted block's entry leaves the table."""
+
+    def __init__(self, block_size: int, capacity: int | None = None) -> None:
         self.block_size = block_size
+        self.capacity = capacity
         self.table: dict[int, _NanoBlock] = {}
+        #: The hashes of the blocks held and free to evict, the next evicted first.
+        self.free: dict[int, None] = {}
 
     def records(self, req: Req) -> list[tuple[Any, ...]]:
         out = []
@@ -491,6 +505,7 @@ class _NanoEngine:
 
     def walk(self, req: Req, store: bool) -> int:
         parent_hash, parent_block, hits = -1, None, 0
+        taken: list[int] = []
         for record in self.records(req):
             h = _h64(parent_hash, record)
             block = self.table.get(h)
@@ -499,11 +514,25 @@ class _NanoEngine:
             if block is None or block.record != record or block.parent is not parent_block:
                 if not store:
                     return hits * self.block_size
+                self._make_room()
                 block = _NanoBlock(parent_block, record)
                 self.table[h] = block
+            if store:
+                self.free.pop(h, None)  # in use by this request
+                taken.append(h)
             hits += 1
             parent_hash, parent_block = h, block
+        for h in reversed(taken):  # done: freed last block first
+            self.free[h] = None
         return hits * self.block_size
+
+    def _make_room(self) -> None:
+        if self.capacity is None or len(self.table) < self.capacity:
+            return
+        if not self.free:
+            raise ValueError("a request longer than this engine's cache")
+        evicted = next(iter(self.free))
+        del self.free[evicted], self.table[evicted]
 
 
 @variant(
@@ -514,15 +543,23 @@ class _NanoEngine:
 )
 class NanoVllmLikeChain(_PrefixShape):
     prefix_options = MappingProxyType({"prefix_key": "verified", "prefix_block_size": "4"})
+    bounded = True
     #: What keys the blocks: each block's record after its parent's hash.
     engine_cls: ClassVar[type[_NanoEngine]] = _NanoEngine
 
     def prefix_new(
-        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+        self,
+        block_size: int,
+        model_name: str,
+        kv_dtype: str,
+        layout: str,
+        shard: str,
+        *,
+        capacity: int | None = None,
     ) -> _NanoEngine:
         if block_size != 4:
             raise ValueError("this engine's blocks hold 4 positions")
-        return self.engine_cls(block_size)
+        return self.engine_cls(block_size, capacity)
 
     def prefix_store(self, engine: _NanoEngine, request: Req) -> None:
         engine.walk(request, store=True)
@@ -732,11 +769,18 @@ class NanoVllmLikeChain256(_OneBlockSize, NanoVllmLikeChain):
     prefix_options = _at(NanoVllmLikeChain.prefix_options, 256)
 
     def prefix_new(
-        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+        self,
+        block_size: int,
+        model_name: str,
+        kv_dtype: str,
+        layout: str,
+        shard: str,
+        *,
+        capacity: int | None = None,
     ) -> _NanoEngine:
         if block_size != self.block:
             raise ValueError(f"this engine's blocks hold {self.block} positions, not {block_size}")
-        return _NanoEngine(block_size)
+        return _NanoEngine(block_size, capacity)
 
 
 @variant(

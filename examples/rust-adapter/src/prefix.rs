@@ -16,7 +16,7 @@
 //! tier's chain is the same in every process (PREFIX-20, PREFIX-22).
 
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use crate::identity::Counter;
@@ -241,8 +241,12 @@ pub struct PrefixCache {
     block_size: u64,
     engine: Engine,
     options: Options,
-    /// Never evicted: PREFIX-6 asks for the 64 most recent blocks at least.
-    held: HashSet<BlockId>,
+    /// Each held checkpoint, with the number of the store that last stored it.
+    /// Without a capacity nothing is evicted (PREFIX-6 asks for the 64 most
+    /// recent blocks at least); with one, the least recently stored go first.
+    held: HashMap<BlockId, u64>,
+    stores: u64,
+    capacity: Option<u64>,
     tier: Option<Tier>,
 }
 
@@ -255,9 +259,25 @@ impl PrefixCache {
             block_size,
             engine,
             options,
-            held: HashSet::new(),
+            held: HashMap::new(),
+            stores: 0,
+            capacity: None,
             tier: None,
         })
+    }
+
+    /// Hold at most `blocks` blocks (PREFIX-24). Only under `prefix_partial:
+    /// none`, where each checkpoint is a whole block; the adapter declares
+    /// `prefix_capacity` only then.
+    pub fn bound(&mut self, blocks: u64) -> Result<(), String> {
+        if blocks == 0 {
+            return Err("capacity: a cache holds at least one block".into());
+        }
+        if self.options.partial != Partial::None {
+            return Err("capacity: only under prefix_partial: none".into());
+        }
+        self.capacity = Some(blocks);
+        Ok(())
     }
 
     pub fn attach(&mut self, tier: Tier) {
@@ -269,7 +289,24 @@ impl PrefixCache {
     /// function (PREFIX-18). Fails only where the tier's storage cannot be written.
     pub fn store(&mut self, request: &Request) -> Result<(), String> {
         let ids = self.checkpoints(request, Scope::Memory);
-        self.held.extend(ids.into_iter().map(|(_, id)| id));
+        self.stores += 1;
+        for (_, id) in ids {
+            // stored again: counted with this store (PREFIX-24)
+            self.held.insert(id, self.stores);
+        }
+        if let Some(capacity) = self.capacity {
+            while self.held.len() as u64 > capacity {
+                // the least recently stored; of one store's blocks, the smallest
+                // id: which of them goes first is the engine's own (PREFIX-24)
+                let oldest = *self
+                    .held
+                    .iter()
+                    .min_by_key(|(id, store)| (**store, **id))
+                    .expect("more held than a capacity of at least one")
+                    .0;
+                self.held.remove(&oldest);
+            }
+        }
         if let Some(tier) = &self.tier {
             let ids = self.checkpoints(request, Scope::Shared);
             tier.borrow_mut().write(ids.into_iter().map(|(_, id)| id))?;
@@ -294,7 +331,7 @@ impl PrefixCache {
         memory
             .iter()
             .enumerate()
-            .take_while(|(i, (_, id))| self.held.contains(id) || at_tier(*i))
+            .take_while(|(i, (_, id))| self.held.contains_key(id) || at_tier(*i))
             .last()
             .map_or(0, |(_, (positions, _))| *positions)
     }

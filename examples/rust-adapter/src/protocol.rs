@@ -12,6 +12,7 @@ use crate::hasher::KeyHasher;
 use crate::json::Json;
 use crate::kv_cache::{Geometry, KvCache, Placement};
 use crate::plan::{KeyParts, Model, ModelSpec, Param, Session};
+use crate::prefix::Partial;
 use crate::signature::{self, Layout, Revision, Signature, StoredLayer};
 use crate::verify;
 
@@ -526,6 +527,13 @@ fn hello(r: &Json, config: &Config) -> Outcome {
     );
     if !options.is_empty() {
         fields.push(("options", Json::obj(options)));
+    }
+    if config.prefix.partial == Partial::None {
+        // its prefix caches can be bounded (PREFIX-24): each checkpoint is a block
+        fields.push((
+            "capabilities",
+            Json::obj([("prefix_capacity", Json::Bool(true))]),
+        ));
     }
     Ok(Reply::Ok(Json::obj(fields)))
 }

@@ -184,6 +184,8 @@ class ReferenceAdapter:
             format_writes=self.profile.version,
             format_reads=frozenset(self.reads),
             options=options,
+            # its prefix cache holds at most the blocks prefix_new's capacity gives (PREFIX-24)
+            prefix_capacity="prefix_cache" in self.classes,
         )
 
     # hash
@@ -342,11 +344,17 @@ class ReferenceAdapter:
 
     # prefix_cache
     def prefix_new(
-        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+        self,
+        block_size: int,
+        model_name: str,
+        kv_dtype: str,
+        layout: str,
+        shard: str,
+        *,
+        capacity: int | None = None,
     ) -> prefix.PrefixCache:
-        return prefix.PrefixCache(
-            block_size, prefix.EngineConfig(model_name, kv_dtype, layout, shard)
-        )
+        config = prefix.EngineConfig(model_name, kv_dtype, layout, shard)
+        return prefix.PrefixCache(block_size, config, capacity=capacity)
 
     def tier_new(self, *, storage: str | None = None) -> prefix.SharedTier:
         return prefix.SharedTier(directory=None if storage is None else Path(storage))

@@ -57,10 +57,20 @@ class DeclaredReference(ReferenceAdapter):
         self.content_adapters = _option(declared, "prefix_adapter_identity") == "content"
 
     def prefix_new(
-        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+        self,
+        block_size: int,
+        model_name: str,
+        kv_dtype: str,
+        layout: str,
+        shard: str,
+        *,
+        capacity: int | None = None,
     ) -> prefix.PrefixCache:
         size = 1 if self.unit_blocks else block_size
-        return _DeclaredCache(size, prefix.EngineConfig(model_name, kv_dtype, layout, shard))
+        if capacity is not None and self.unit_blocks:
+            capacity *= block_size  # the same positions, held as blocks of one (PREFIX-24)
+        config = prefix.EngineConfig(model_name, kv_dtype, layout, shard)
+        return _DeclaredCache(size, config, capacity=capacity)
 
     def lora_load(
         self, cache: prefix.PrefixCache, adapter_name: str, weights: str
@@ -124,4 +134,5 @@ class DeclaringAs(DeclaredReference):
             dtypes=theirs.dtypes,
             uint_bits=theirs.uint_bits,
             prefix_inputs=theirs.prefix_inputs,
+            prefix_capacity=theirs.prefix_capacity,
         )

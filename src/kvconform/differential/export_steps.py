@@ -178,8 +178,8 @@ class _Steps:
             raw = getattr(op, f.name)
             if f.kind == "new_handle":
                 args["as"] = raw
-            elif f.optional and f.kind != "count_or_null" and raw is None:
-                continue
+            elif f.optional and (f.kind != "count_or_null" or f.added) and raw is None:
+                continue  # (an added field is left out at its default, PROTO-31)
             else:
                 args[f.name] = _FlowList(raw) if isinstance(raw, tuple) else raw
         if fault is not None:

@@ -84,6 +84,11 @@ def capability_missing(case: Case, info: AdapterInfo) -> str | None:
                 f"the reader's expectation has dtype {op.expected.dtype!r}, which {info.name} "
                 f"cannot represent (capabilities.dtypes: {sorted(info.dtypes)}, SIG-14)"
             )
+        if isinstance(op, ops.PrefixNew) and op.capacity is not None and not info.prefix_capacity:
+            return (
+                f"makes a prefix cache of at most {op.capacity} blocks, and {info.name} does "
+                "not declare that it can bound one (capabilities.prefix_capacity, PREFIX-24)"
+            )
         for given in prefix_inputs_given(op):
             if not info.takes(given):
                 return (

@@ -131,8 +131,12 @@ class PrefixCacheAdapter(Adapter, Protocol):
         kv_dtype: str,
         layout: str,
         shard: str,
+        *,
+        capacity: int | None = None,
     ) -> Handle:
-        """A prefix cache: one engine process computing for this model, dtype, layout, shard."""
+        """A prefix cache: one engine process computing for this model, dtype, layout, shard.
+        ``capacity``, given only to an implementation declaring ``prefix_capacity``, is the
+        most blocks it holds (PREFIX-24)."""
         ...
 
     def tier_new(self, *, storage: str | None = None) -> Handle:

@@ -366,7 +366,7 @@ class PrefixNew(Op):
     """A prefix cache: one engine process's store of computed blocks (PREFIX-6).
 
     ``model``, ``kv_dtype``, ``layout`` and ``shard`` describe what the process computes
-    (PREFIX-21).
+    (PREFIX-21); ``capacity``, if given, the most blocks it holds (PREFIX-24).
     """
 
     name: ClassVar[str] = "prefix_new"
@@ -378,6 +378,7 @@ class PrefixNew(Op):
     kv_dtype: str
     layout: str
     shard: str
+    capacity: int | None = dataclasses.field(default=None, metadata=ADDED)
 
 
 @dataclass(frozen=True)
@@ -393,8 +394,7 @@ class TierNew(Op):
 
 @dataclass(frozen=True)
 class PrefixAttach(Op):
-    """From now on the prefix cache writes what it stores to the tier and reads from it
-    on a lookup (PREFIX-21, PREFIX-22)."""
+    """The prefix cache now writes what it stores to the tier and reads it (PREFIX-21, 22)."""
 
     name: ClassVar[str] = "prefix_attach"
     needs: ClassVar[str] = "prefix_cache"

@@ -42,7 +42,7 @@ PARAM_TYPES = ("u64", "f64", "str", "hook")
 PREFIX_INPUTS = ("adapter", "media", "embeds", "salt", "user_key")
 
 #: The capabilities a ``hello`` answer may carry (CONF-7, PROTO-35), as protocol.md lists them.
-CAPABILITIES = ("raw_fold", "dtypes", "key_schema", "uint_bits", "prefix_inputs")
+CAPABILITIES = ("raw_fold", "dtypes", "key_schema", "uint_bits", "prefix_inputs", "prefix_capacity")
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,9 @@ class AdapterInfo:
     #: Capability: the discriminants a prefix cache's requests can carry (PREFIX-23);
     #: ``None`` when all of :data:`PREFIX_INPUTS`.
     prefix_inputs: frozenset[str] | None = None
+    #: Capability: a prefix cache can be made to hold at most a given number of blocks
+    #: (PREFIX-24); ``False`` when the implementation cannot bound it exactly.
+    prefix_capacity: bool = False
 
     def _type_problems(self) -> list[str]:
         """Each field whose value is not of its type, named as a hello answer names it
@@ -118,6 +121,8 @@ class AdapterInfo:
             ("capabilities.prefix_inputs", self.prefix_inputs,
              self.prefix_inputs is None or strings(self.prefix_inputs),
              "None or a set of input names"),
+            ("capabilities.prefix_capacity", self.prefix_capacity,
+             type(self.prefix_capacity) is bool, "a bool"),
         ]  # fmt: skip
         return [
             f"{where}: expected {what}, got {_safe_ascii(value)}"
@@ -176,6 +181,8 @@ class AdapterInfo:
             caps["uint_bits"] = self.uint_bits
         if self.prefix_inputs is not None:
             caps["prefix_inputs"] = [n for n in PREFIX_INPUTS if n in self.prefix_inputs]
+        if self.prefix_capacity:
+            caps["prefix_capacity"] = True
         return caps
 
     def takes(self, prefix_input: str) -> bool:

@@ -139,6 +139,7 @@ DECISIONS: Mapping[str, tuple[str, ...]] = {
     "prefix-chain-root": ("PREFIX-20",),
     "prefix-shared-tier": ("PREFIX-21", "PREFIX-22"),
     "prefix-inputs": ("PREFIX-23",),
+    "prefix-capacity": ("PREFIX-24",),
 }
 
 #: Requirements a generated counterexample may bear on that state an option's

@@ -125,3 +125,22 @@ fn a_tier_with_storage_outlives_its_process() {
     assert_eq!(alone.lookup(&request), 0);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_bounded_cache_keeps_the_most_recent_stores_and_no_stale_entry() {
+    let mut c = cache(Options::default());
+    c.bound(3).unwrap();
+    c.store(&req("1 2 3 4 5 6 7 8", None, None)).unwrap();
+    // reuses the first block, which now counts as stored by this store; the
+    // last block has the tokens of the first request's second block
+    c.store(&req("1 2 3 4 9 10 11 12 5 6 7 8", None, None))
+        .unwrap();
+    assert_eq!(c.lookup(&req("1 2 3 4 5 6 7 8", None, None)), 4);
+    assert_eq!(c.lookup(&req("1 2 3 4 9 10 11 12 5 6 7 8", None, None)), 12);
+    assert!(c.bound(0).is_err());
+    let mut tokens = cache(Options {
+        partial: Partial::Tokens,
+        ..Options::default()
+    });
+    assert!(tokens.bound(3).is_err());
+}

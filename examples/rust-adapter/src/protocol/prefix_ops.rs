@@ -53,8 +53,14 @@ impl Adapter {
                     layout: text(r, op, "layout")?.to_string(),
                     shard: text(r, op, "shard")?.to_string(),
                 };
-                let cache = PrefixCache::new(block_size, engine, self.config.prefix)
+                let mut cache = PrefixCache::new(block_size, engine, self.config.prefix)
                     .map_err(|e| format!("prefix_new.{e}"))?;
+                match r.get("capacity") {
+                    None | Some(Json::Null) => {}
+                    Some(raw) => cache
+                        .bound(count(raw, "prefix_new.capacity")?)
+                        .map_err(|e| format!("prefix_new.{e}"))?,
+                }
                 self.bind_prefix(text(r, op, "handle")?, PrefixObject::Cache(cache));
                 ok_null()
             }

@@ -176,6 +176,9 @@ def info_from_wire(raw: object, offered: int = PROTOCOL_VERSION) -> AdapterInfo:
         raise WireError("hello result.capabilities.prefix_inputs: expected a list of input names")
     if inputs is not None and len(set(inputs)) != len(inputs):
         raise WireError("hello result.capabilities.prefix_inputs: an input listed more than once")
+    capacity = caps.get("prefix_capacity", False)
+    if not isinstance(capacity, bool):
+        raise WireError("hello result.capabilities.prefix_capacity: expected true or false")
     schema = caps.get("key_schema")
     if schema is not None and (
         not isinstance(schema, Mapping)
@@ -200,6 +203,7 @@ def info_from_wire(raw: object, offered: int = PROTOCOL_VERSION) -> AdapterInfo:
         key_schema=None if schema is None else {f: dict(p) for f, p in schema.items()},
         uint_bits=uint_bits,
         prefix_inputs=None if inputs is None else frozenset(inputs),
+        prefix_capacity=capacity,
     )
     problems = info.problems()
     if problems:

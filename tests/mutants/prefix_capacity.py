@@ -1,0 +1,131 @@
+"""Mutants of a bounded prefix cache (PREFIX-24, capability ``prefix_capacity``).
+
+Each is the reference's prefix cache with one misreading of what a cache made with a
+capacity holds; without a capacity each behaves as the reference does.
+"""
+
+from __future__ import annotations
+
+from kvconform_reference.prefix import PrefixCache, Request
+
+from . import mutant
+from .prefix import PrefixAdapter
+
+
+class _StaleEntry(PrefixCache):
+    """Blocks in numbered slots, the least recently stored slot recycled first, and a
+    table from a block's key to its slot, as nano-vllm's block manager keeps them."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.table: dict[bytes, int] = {}
+        #: slot -> (the key of the block it holds, its tokens), least recently stored first
+        self.held: dict[int, tuple[bytes, tuple[int, ...]]] = {}
+
+    def _tokens(self, request: Request, index: int) -> tuple[int, ...]:
+        return request.tokens[index * self.block_size : (index + 1) * self.block_size]
+
+    def store(self, request: Request) -> None:
+        if self.capacity is None:
+            return super().store(request)
+        for index, key in enumerate(self._local_keys(request)):
+            slot = self.table.get(key)
+            if slot is not None and slot in self.held and self.held[slot][0] == key:
+                self.held[slot] = self.held.pop(slot)  # stored again: the most recent
+                continue
+            if len(self.held) >= self.capacity:
+                slot = next(iter(self.held))  # MUTATION: its old key's entry is left in the table
+                del self.held[slot]
+            else:
+                slot = len(self.held)
+            self.held[slot] = (key, self._tokens(request, index))
+            self.table[key] = slot
+        return None
+
+    def lookup(self, request: Request) -> int:
+        if self.capacity is None:
+            return super().lookup(request)
+        reused = 0
+        for index, key in enumerate(self._local_keys(request)):
+            slot = self.table.get(key)
+            # a hit compares the tokens the slot holds, not the block's parent
+            if slot is None or slot not in self.held:
+                break
+            if self.held[slot][1] != self._tokens(request, index):
+                break
+            reused += 1
+        return reused * self.block_size
+
+
+@mutant(
+    "prefix-capacity-stale-entry",
+    breaks=("PREFIX-24", "PREFIX-4"),
+    half="under",
+    plausible="nano-vllm's block manager: a recycled block's old hash entry stays in the "
+    "table, and a hit compares only the tokens the block now holds, so a block computed "
+    "after another prefix with equal tokens is served",
+)
+class PrefixCapacityStaleEntry(PrefixAdapter):
+    cache_cls = _StaleEntry
+
+
+class _Unbounded(PrefixCache):
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.capacity = None  # MUTATION: the bound is accepted and never applied
+
+
+@mutant(
+    "prefix-capacity-unbounded",
+    breaks=("PREFIX-24",),
+    half="under",
+    plausible="an adapter that passes the capacity to a pool the engine then grows on "
+    "demand: it answers from blocks it was told it cannot hold",
+)
+class PrefixCapacityUnbounded(PrefixAdapter):
+    cache_cls = _Unbounded
+
+
+class _RecencyOfFirstStore(PrefixCache):
+    def store(self, request: Request) -> None:
+        for key in self._local_keys(request):
+            if key in self.blocks:
+                continue  # MUTATION: a block stored again keeps the place of its first store
+            self.blocks[key] = None
+            if self.capacity is not None and len(self.blocks) > self.capacity:
+                del self.blocks[next(iter(self.blocks))]
+        if self.tier is not None:
+            self.tier.add(self._tier_keys(request))
+
+
+@mutant(
+    "prefix-capacity-recency-of-first-store",
+    breaks=("PREFIX-24",),
+    half="over",
+    plausible="a first-in, first-out queue of blocks: a shared first block, reused by "
+    "every later request, is the first evicted and takes every request's prefix with it",
+)
+class PrefixCapacityRecencyOfFirstStore(PrefixAdapter):
+    cache_cls = _RecencyOfFirstStore
+
+
+class _EvictsNewest(PrefixCache):
+    def store(self, request: Request) -> None:
+        for key in self._local_keys(request):
+            self.blocks.pop(key, None)
+            if self.capacity is not None and len(self.blocks) >= self.capacity:
+                del self.blocks[next(reversed(self.blocks))]  # MUTATION: a stack of free blocks
+            self.blocks[key] = None
+        if self.tier is not None:
+            self.tier.add(self._tier_keys(request))
+
+
+@mutant(
+    "prefix-capacity-evicts-newest",
+    breaks=("PREFIX-24",),
+    half="over",
+    plausible="free blocks kept on a stack, pushed and popped at one end, so the block "
+    "freed last, the most recently stored, is the first given to a new block",
+)
+class PrefixCapacityEvictsNewest(PrefixAdapter):
+    cache_cls = _EvictsNewest
