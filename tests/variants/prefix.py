@@ -186,9 +186,12 @@ class VllmLikeChain(_PrefixShape):
 # --- SGLang-like: an exact radix tree over pages, a typed namespace, a storage tier --
 
 
-@dataclass
+@dataclass(eq=False)
 class _Node:
     children: dict[tuple[Any, ...], _Node] = field(default_factory=dict)
+    parent: _Node | None = None
+    #: The engine's clock when a store or a lookup last went through the node.
+    last: int = 0
 
 
 class _Storage:
@@ -215,11 +218,40 @@ class _Storage:
 
 
 class _SglangEngine:
-    def __init__(self, page: int, suffix: tuple[str, ...]) -> None:
+    """With a ``capacity``, evicts as SGLang's radix cache does (PREFIX-24): a leaf at a
+    time, the least recently used first, where a lookup that matches a node uses it too,
+    and never a node of the request being stored."""
+
+    def __init__(self, page: int, suffix: tuple[str, ...], capacity: int | None = None) -> None:
         self.page = page
         self.suffix = suffix
         self.root = _Node()
         self.storage: _Storage | None = None
+        self.capacity = capacity
+        self.clock = 0
+        self.size = 0
+
+    def touch(self, node: _Node) -> None:
+        self.clock += 1
+        node.last = self.clock
+
+    def evict(self, keep: set[int]) -> None:
+        while self.capacity is not None and self.size > self.capacity:
+            leaves = [n for n in self._nodes() if not n.children and id(n) not in keep]
+            oldest = min(leaves, key=lambda n: n.last)
+            assert oldest.parent is not None
+            del oldest.parent.children[
+                next(k for k, v in oldest.parent.children.items() if v is oldest)
+            ]
+            self.size -= 1
+
+    def _nodes(self) -> list[_Node]:
+        out, todo = [], list(self.root.children.values())
+        while todo:
+            node = todo.pop()
+            out.append(node)
+            todo.extend(node.children.values())
+        return out
 
     def _namespace(self, req: Req) -> tuple[Any, ...]:
         # typed members, never joined into one string (the fix of SGLang #24638)
@@ -254,7 +286,8 @@ class _SglangEngine:
     "an exact radix tree over pages, each child keyed by the typed namespace (salt, "
     "extra key, adapter instance) and the page's tokens and media, so the salt is in "
     "every node; the empty salt refused; a HiCache-like SHA-256 storage tier chained "
-    "over pages with a model, dtype, layout and shard suffix",
+    "over pages with a model, dtype, layout and shard suffix; bounded, it evicts the "
+    "least recently used leaf, a lookup's match counting as a use",
 )
 class SglangLikeRadixTree(_PrefixShape):
     prefix_options = MappingProxyType(
@@ -271,10 +304,20 @@ class SglangLikeRadixTree(_PrefixShape):
             return Fault("empty_salt", "salt", None, {}, "salt: must not be empty")
         return super().request_new(tokens, salt, user_key)
 
+    bounded = True
+
     def prefix_new(
-        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+        self,
+        block_size: int,
+        model_name: str,
+        kv_dtype: str,
+        layout: str,
+        shard: str,
+        *,
+        capacity: int | None = None,
     ) -> _SglangEngine:
-        return _SglangEngine(block_size, (model_name, kv_dtype, layout, shard, str(block_size)))
+        suffix = (model_name, kv_dtype, layout, shard, str(block_size))
+        return _SglangEngine(block_size, suffix, capacity)
 
     def tier_new(self, *, storage: str | None = None) -> _Storage:
         return _Storage(storage)
@@ -283,9 +326,16 @@ class SglangLikeRadixTree(_PrefixShape):
         engine.storage = tier
 
     def prefix_store(self, engine: _SglangEngine, request: Req) -> None:
-        node = engine.root
+        node, path = engine.root, set()
         for page in engine.pages(request, engine._namespace(request)):
-            node = node.children.setdefault(page, _Node())
+            child = node.children.get(page)
+            if child is None:
+                child = node.children[page] = _Node(parent=node)
+                engine.size += 1
+            node = child
+            engine.touch(node)
+            path.add(id(node))
+        engine.evict(keep=path)
         if engine.storage is not None:
             engine.storage.put(engine.storage_keys(request))
 
@@ -296,6 +346,7 @@ class SglangLikeRadixTree(_PrefixShape):
             node = node.children.get(page) if node is not None else None
             if node is None:
                 break
+            engine.touch(node)  # a match uses the node: it is kept longer
             in_memory += 1
         in_storage = 0
         if engine.storage is not None:
@@ -539,7 +590,8 @@ class _NanoEngine:
     "prefix-nano-vllm-like-chain",
     "a 64-bit hash per full block from the parent's hash and the block's tokens and "
     "extras, each hit verified against the stored block and its parent; a fixed block "
-    "size of 4",
+    "size of 4; bounded, nano-vllm's queue of free blocks, a request's last block freed "
+    "first, and an evicted block's entry removed",
 )
 class NanoVllmLikeChain(_PrefixShape):
     prefix_options = MappingProxyType({"prefix_key": "verified", "prefix_block_size": "4"})
@@ -722,11 +774,11 @@ class _OneBlockSize(_PrefixShape):
     block: ClassVar[int] = 0
 
     def prefix_new(
-        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str, **bound: Any
     ) -> Any:
         if block_size != self.block:
             raise ValueError(f"this engine's blocks hold {self.block} positions, not {block_size}")
-        return super().prefix_new(block_size, model_name, kv_dtype, layout, shard)
+        return super().prefix_new(block_size, model_name, kv_dtype, layout, shard, **bound)
 
 
 def _at(options: Mapping[str, str], block: int) -> Mapping[str, str]:
