@@ -81,6 +81,18 @@ def _write(tmp_path: Path, text: str) -> Path:
         ("      - same: [a, b]\n", 11, "no value named 'a'"),
         ("      - session_valid: {session: s, model: m, cache: c, expect: maybe}\n", 11, "maybe"),
         ("      - verify: {recorded: null, payload: p, expected: e}\n", 11, "no payload named 'p'"),
+        (
+            "      - prefix_new: {as: e, block_size: 4, model: m, kv_dtype: f, layout: l, "
+            "shard: s, capacity: 18446744073709551616}\n",
+            11,
+            "prefix_new.capacity: 18446744073709551616 is greater than the maximum",
+        ),
+        (
+            "      - prefix_new: {as: e, block_size: 4, model: m, kv_dtype: f, layout: l, "
+            "shard: s, capacity: 0}\n",
+            11,
+            "prefix_new.capacity: 0 is less than the minimum of 1",
+        ),
     ],
 )
 def test_a_bad_step_names_file_line_and_element(
