@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import kvconform
 from kvconform.harness import coverage, published, suite
 
 
@@ -184,3 +185,31 @@ def test_published_digest_rows_never_change() -> None:
     text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     for version, digest in PUBLISHED_DIGESTS.items():
         assert f"| {version} | `{digest}` |" in text, f"README: the {version} digest row changed"
+
+
+#: Where a document states the version it belongs to (each must be this release's).
+_VERSION_STATEMENTS = (
+    re.compile(r"part of kvconform specification (\d+\.\d+\.\d+)"),
+    re.compile(r"This release: specification (\d+\.\d+\.\d+), suite (\d+\.\d+\.\d+)\."),
+    re.compile(r"\(this one: specification (\d+\.\d+\.\d+),\s+suite (\d+\.\d+\.\d+)\)"),
+    re.compile(r"\| suite \(scenarios and vectors\) \| \*\*(\d+\.\d+\.\d+)\*\* \|"),
+    re.compile(r"\| specification \| (\d+\.\d+\.\d+) \|"),
+)
+
+
+def test_every_document_states_this_release() -> None:
+    """A document's own statement of the version it belongs to follows the release: the
+    status line of each spec document, the release line of spec/README.md, conformance.md's
+    summary and INTERPRETING.md's table (6.1.0 shipped them saying 6.0.0 and 3.0.0)."""
+    root = Path(__file__).resolve().parent.parent
+    stale, found = [], 0
+    for path in [*sorted((root / "spec").glob("*.md")), root / "conformance" / "INTERPRETING.md"]:
+        text = path.read_text(encoding="utf-8")
+        for pattern in _VERSION_STATEMENTS:
+            for match in pattern.finditer(text):
+                found += 1
+                if set(match.groups()) != {kvconform.SUITE_VERSION}:
+                    line = text.count("\n", 0, match.start()) + 1
+                    stale.append(f"{path.relative_to(root)}:{line}: {match.group(0)}")
+    assert found >= 15, found
+    assert not stale, f"not {kvconform.SUITE_VERSION}:\n" + "\n".join(stale)

@@ -129,3 +129,27 @@ class _EvictsNewest(PrefixCache):
 )
 class PrefixCapacityEvictsNewest(PrefixAdapter):
     cache_cls = _EvictsNewest
+
+
+class _QueueKeepsReusedBlock(PrefixCache):
+    def store(self, request: Request) -> None:
+        new = [key for key in self._local_keys(request) if key not in self.blocks]
+        for key in reversed(new):  # a request's last block freed first, as a queue of free blocks
+            self.blocks[key] = None
+            # MUTATION: a block the request reused stays where its first store put it
+            if self.capacity is not None and len(self.blocks) > self.capacity:
+                del self.blocks[next(iter(self.blocks))]
+        if self.tier is not None:
+            self.tier.add(self._tier_keys(request))
+
+
+@mutant(
+    "prefix-capacity-queue-keeps-reused-block-in-place",
+    breaks=("PREFIX-24",),
+    half="over",
+    plausible="a queue of free blocks that frees a request's last block first, as vLLM's "
+    "and nano-vllm's do, but leaves a block a later request reused at its old place, so "
+    "a shared prefix goes while newer blocks stay",
+)
+class PrefixCapacityQueueKeepsReusedBlockInPlace(PrefixAdapter):
+    cache_cls = _QueueKeepsReusedBlock
