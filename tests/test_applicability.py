@@ -305,6 +305,32 @@ def test_a_case_of_an_input_not_declared_is_set_aside_naming_it(inputs: frozense
     assert sum(r.verdict == "passed" for r in results) >= 20
 
 
+@pytest.mark.covers("PREFIX-23")
+def test_embeddings_of_a_whole_prompt_only_set_aside_every_other_placement() -> None:
+    """Under ``prompt_embeds`` without ``embeds``, a case whose embeddings cover a whole
+    request in one piece is judged (and passes), every other embeddings case is set aside
+    saying so; under ``embeds`` both are judged. Fails a harness that sets aside the
+    whole-prompt case, or sends a partial placement to an engine that cannot take it."""
+    cases = [
+        c
+        for c in suite.all_cases()
+        if c.cls == "prefix_cache" and any(isinstance(op, ops.RequestEmbeds) for op in c.program)
+    ]
+    whole = "prefix.embeds.whole-prompt-of-embeddings"
+    assert whole in {c.id for c in cases} and len(cases) >= 6
+    for inputs, judged in (
+        (frozenset({"prompt_embeds"}), {whole}),
+        (frozenset({"adapter", "media", "embeds", "salt", "user_key"}), {c.id for c in cases}),
+    ):
+        results = run_cases(cases, InProcessDriver(Declaring(prefix_inputs=inputs)))
+        passed = {r.case.id for r in results if r.verdict == "passed"}
+        assert passed == judged - {r.case.id for r in results if "(CONF-6)" in r.reason}
+        for r in results:
+            if r.verdict == "not_applicable" and "prompt_embeds" in inputs:
+                with_words = "embeddings only as a whole prompt" in r.reason
+                assert with_words or "salt" in r.reason or "user key" in r.reason, r.reason
+
+
 @pytest.mark.covers("PREFIX-24", "CONF-7")
 @pytest.mark.parametrize("bounded", [True, False])
 def test_a_case_of_a_bounded_cache_needs_the_capability(bounded: bool) -> None:

@@ -904,3 +904,25 @@ class TokensOnlyChain(_WithoutInputs, NanoVllmLikeChain):
 )
 class TextOnlyChain(_WithoutInputs, VllmLikeChain):
     inputs = frozenset({"salt", "user_key"})
+
+
+@variant(
+    "prefix-vllm-inputs-prompt-embeds",
+    "the vLLM-like chain with vLLM's own inputs: adapters, images and a salt, no user "
+    "key, and embeddings only as a whole prompt (its prompt_embeds): declares "
+    "prefix_inputs: [adapter, media, prompt_embeds, salt]",
+)
+class PromptEmbedsChain(VllmLikeChain):
+    def describe(self) -> AdapterInfo:
+        inputs = frozenset({"adapter", "media", "prompt_embeds", "salt"})
+        return replace(super().describe(), prefix_inputs=inputs)
+
+    def request_new(self, tokens: str, salt: str | None, user_key: str | None) -> Req | Fault:
+        if user_key is not None:
+            raise NotImplementedError("this engine's requests have no user key")
+        return super().request_new(tokens, salt, user_key)
+
+    def request_embeds(self, request: Req, start: int, length: int, content: str) -> None:
+        if start != 0 or length != len(request.tokens) or request.spans:
+            raise NotImplementedError("embeddings replace a whole prompt, or nothing")
+        super().request_embeds(request, start, length, content)

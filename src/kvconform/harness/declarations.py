@@ -90,12 +90,21 @@ def capability_missing(case: Case, info: AdapterInfo) -> str | None:
                 "not declare that it can bound one (capabilities.prefix_capacity, PREFIX-24)"
             )
         for given in prefix_inputs_given(op):
-            if not info.takes(given):
+            if info.takes(given) or (
+                given == "embeds" and info.takes("prompt_embeds") and _whole_prompt(case, op)
+            ):
+                continue
+            listed = sorted(info.prefix_inputs or ())
+            declared = f"(capabilities.prefix_inputs: {listed}, PREFIX-23)"
+            if given == "embeds" and info.takes("prompt_embeds"):
                 return (
-                    f"gives a request {_INPUT_WORDS[given]} ({op.name}), which the requests "
-                    f"of {info.name} cannot carry (capabilities.prefix_inputs: "
-                    f"{sorted(info.prefix_inputs or ())}, PREFIX-23)"
+                    f"places embeddings over part of a request ({op.name}), and {info.name} "
+                    f"takes embeddings only as a whole prompt {declared}"
                 )
+            return (
+                f"gives a request {_INPUT_WORDS[given]} ({op.name}), which the requests "
+                f"of {info.name} cannot carry {declared}"
+            )
         too_wide = _too_wide_for_reader(op, info)
         if too_wide:
             return (
@@ -105,11 +114,24 @@ def capability_missing(case: Case, info: AdapterInfo) -> str | None:
     return _beyond_53_bits(case, info)
 
 
+def _whole_prompt(case: Case, op: ops.Op) -> bool:
+    """Whether ``op``, a ``request_embeds``, covers every position of its request in one
+    piece, the one form an engine declaring ``prompt_embeds`` takes (PREFIX-23)."""
+    assert isinstance(op, ops.RequestEmbeds)
+    program = case.program
+    made = [o for o in program if isinstance(o, ops.RequestNew) and o.handle == op.request]
+    spans = [o for o in program if isinstance(o, ops.RequestEmbeds) and o.request == op.request]
+    if len(made) != 1 or len(spans) != 1:  # a name made twice, or embeddings in pieces
+        return False
+    return op.start == 0 and op.length == len(made[0].tokens.split())
+
+
 #: How a reason names each input of PREFIX-23.
 _INPUT_WORDS = {
     "adapter": "an adapter",
     "media": "a media item",
     "embeds": "embeddings",
+    "prompt_embeds": "embeddings as a whole prompt",
     "salt": "a salt",
     "user_key": "a user key",
 }

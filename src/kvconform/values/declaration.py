@@ -38,8 +38,9 @@ def _safe_ascii(value: object) -> str:
 PARAM_TYPES = ("u64", "f64", "str", "hook")
 
 #: The discriminants a prefix cache's request can carry besides its token ids, in the
-#: order of spec/prefix.md's table (capability ``prefix_inputs``, PREFIX-23).
-PREFIX_INPUTS = ("adapter", "media", "embeds", "salt", "user_key")
+#: order of spec/prefix.md's table (capability ``prefix_inputs``, PREFIX-23);
+#: ``prompt_embeds``: embeddings that can only replace a whole prompt (``embeds`` implies it).
+PREFIX_INPUTS = ("adapter", "media", "embeds", "prompt_embeds", "salt", "user_key")
 
 #: The capabilities a ``hello`` answer may carry (CONF-7, PROTO-35), as protocol.md lists them.
 CAPABILITIES = ("raw_fold", "dtypes", "key_schema", "uint_bits", "prefix_inputs", "prefix_capacity")
@@ -186,8 +187,11 @@ class AdapterInfo:
         return caps
 
     def takes(self, prefix_input: str) -> bool:
-        """Whether a request can carry ``prefix_input`` (PREFIX-23)."""
-        return self.prefix_inputs is None or prefix_input in self.prefix_inputs
+        """Whether a request can carry ``prefix_input`` (PREFIX-23); embeddings anywhere
+        (``embeds``) include embeddings as a whole prompt (``prompt_embeds``)."""
+        if self.prefix_inputs is None or prefix_input in self.prefix_inputs:
+            return True
+        return prefix_input == "prompt_embeds" and "embeds" in self.prefix_inputs
 
     def option(self, name: str) -> str:
         """The value the implementation answers the option with (CONF-6)."""
