@@ -126,12 +126,11 @@ def _whole_prompt(case: Case, op: ops.Op) -> bool:
     return op.start == 0 and op.length == len(made[0].tokens.split())
 
 
-#: How a reason names each input of PREFIX-23.
+#: How a reason names each input a step can give (``prompt_embeds`` is a form of ``embeds``).
 _INPUT_WORDS = {
     "adapter": "an adapter",
     "media": "a media item",
     "embeds": "embeddings",
-    "prompt_embeds": "embeddings as a whole prompt",
     "salt": "a salt",
     "user_key": "a user key",
 }
