@@ -250,13 +250,17 @@ class PrefixCache:
 
         Store and lookup compute keys with the same functions (PREFIX-18).
         """
-        for key in self._local_keys(request):
+        self._hold(self._local_keys(request))
+        if self.tier is not None:
+            self.tier.add(self._tier_keys(request))
+
+    def _hold(self, keys: list[bytes]) -> None:
+        """Hold a store's blocks in memory, within the capacity (PREFIX-24)."""
+        for key in keys:
             self.blocks.pop(key, None)  # stored again: now the most recent
             self.blocks[key] = None
             if self.capacity is not None and len(self.blocks) > self.capacity:
                 del self.blocks[next(iter(self.blocks))]  # the least recently stored
-        if self.tier is not None:
-            self.tier.add(self._tier_keys(request))
 
     def lookup(self, request: Request) -> int:
         """The leading positions of ``request`` this cache would reuse (PREFIX-1, PREFIX-2):

@@ -616,7 +616,7 @@ class _StoreLookupDisagree(PrefixCache):
     def store(self, request: Request) -> None:
         adapter = request.adapter.portable_identity() if request.adapter else None
         # MUTATION: the store path keys the adapter by its weights, the lookup by instance
-        self.blocks.update(chain(request, self.block_size, _sha(request.namespace(adapter))))
+        self._hold(chain(request, self.block_size, _sha(request.namespace(adapter))))
         if self.tier is not None:
             self.tier.keys.update(self._tier_keys(request))
 

@@ -87,15 +87,13 @@ class PrefixCapacityUnbounded(PrefixAdapter):
 
 
 class _RecencyOfFirstStore(PrefixCache):
-    def store(self, request: Request) -> None:
-        for key in self._local_keys(request):
+    def _hold(self, keys: list[bytes]) -> None:
+        for key in keys:
             if key in self.blocks:
                 continue  # MUTATION: a block stored again keeps the place of its first store
             self.blocks[key] = None
             if self.capacity is not None and len(self.blocks) > self.capacity:
                 del self.blocks[next(iter(self.blocks))]
-        if self.tier is not None:
-            self.tier.add(self._tier_keys(request))
 
 
 @mutant(
@@ -110,14 +108,12 @@ class PrefixCapacityRecencyOfFirstStore(PrefixAdapter):
 
 
 class _EvictsNewest(PrefixCache):
-    def store(self, request: Request) -> None:
-        for key in self._local_keys(request):
+    def _hold(self, keys: list[bytes]) -> None:
+        for key in keys:
             self.blocks.pop(key, None)
             if self.capacity is not None and len(self.blocks) >= self.capacity:
                 del self.blocks[next(reversed(self.blocks))]  # MUTATION: a stack of free blocks
             self.blocks[key] = None
-        if self.tier is not None:
-            self.tier.add(self._tier_keys(request))
 
 
 @mutant(
@@ -132,15 +128,13 @@ class PrefixCapacityEvictsNewest(PrefixAdapter):
 
 
 class _QueueKeepsReusedBlock(PrefixCache):
-    def store(self, request: Request) -> None:
-        new = [key for key in self._local_keys(request) if key not in self.blocks]
+    def _hold(self, keys: list[bytes]) -> None:
+        new = [key for key in keys if key not in self.blocks]
         for key in reversed(new):  # a request's last block freed first, as a queue of free blocks
             self.blocks[key] = None
             # MUTATION: a block the request reused stays where its first store put it
             if self.capacity is not None and len(self.blocks) > self.capacity:
                 del self.blocks[next(iter(self.blocks))]
-        if self.tier is not None:
-            self.tier.add(self._tier_keys(request))
 
 
 @mutant(
