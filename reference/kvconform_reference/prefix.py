@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import struct
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -157,14 +158,14 @@ class Request:
         return b"".join(out)
 
 
-def chain(request: Request, block_size: int, root: bytes) -> list[bytes]:
-    """The identity of each full block: each digest holds its parent's (PREFIX-4, PREFIX-12)."""
-    keys: list[bytes] = []
+def chain(request: Request, block_size: int, root: bytes) -> Iterator[bytes]:
+    """The identity of each full block, first to last: each digest holds its parent's
+    (PREFIX-4, PREFIX-12). Computed as it is read, so a reader that stops at a block
+    computes nothing after it."""
     parent = root
     for index in range(request.full_blocks(block_size)):
         parent = _digest(_TAG_PARENT, parent, request.block_record(index, block_size))
-        keys.append(parent)
-    return keys
+        yield parent
 
 
 @dataclass(frozen=True)
@@ -189,10 +190,10 @@ class SharedTier:
     keys: set[bytes] = field(default_factory=set)
     directory: Path | None = None
 
-    def add(self, keys: list[bytes]) -> None:
-        self.keys.update(keys)
-        if self.directory is not None:
-            for key in keys:
+    def add(self, keys: Iterable[bytes]) -> None:
+        for key in keys:
+            self.keys.add(key)
+            if self.directory is not None:
                 (self.directory / key.hex()).touch()
 
     def holds(self, key: bytes) -> bool:
@@ -227,11 +228,11 @@ class PrefixCache:
         if self.capacity is not None and self.capacity < 1:
             raise ValueError("a prefix cache holds at least one block (PREFIX-24)")
 
-    def _local_keys(self, request: Request) -> list[bytes]:
+    def _local_keys(self, request: Request) -> Iterable[bytes]:
         adapter = request.adapter.local_identity() if request.adapter else None
         return chain(request, self.block_size, _digest(request.namespace(adapter)))
 
-    def _tier_keys(self, request: Request) -> list[bytes]:
+    def _tier_keys(self, request: Request) -> Iterable[bytes]:
         """The tier's keys: the in-memory record with portable identities, under a root
         that adds what the process computes (PREFIX-21)."""
         adapter = request.adapter.portable_identity() if request.adapter else None
@@ -254,7 +255,7 @@ class PrefixCache:
         if self.tier is not None:
             self.tier.add(self._tier_keys(request))
 
-    def _hold(self, keys: list[bytes]) -> None:
+    def _hold(self, keys: Iterable[bytes]) -> None:
         """Hold a store's blocks in memory, within the capacity (PREFIX-24)."""
         for key in keys:
             self.blocks.pop(key, None)  # stored again: now the most recent
@@ -266,9 +267,9 @@ class PrefixCache:
         """The leading positions of ``request`` this cache would reuse (PREFIX-1, PREFIX-2):
         whole blocks, found in memory or at the tier, up to the first miss. Stores nothing."""
         local = self._local_keys(request)
-        shared = self._tier_keys(request) if self.tier is not None else [b""] * len(local)
+        shared = self._tier_keys(request) if self.tier is not None else itertools.repeat(b"")
         reused = 0
-        for mine, theirs in zip(local, shared, strict=True):
+        for mine, theirs in zip(local, shared, strict=False):  # one of each at a time, to a miss
             if mine in self.blocks or (self.tier is not None and self.tier.holds(theirs)):
                 reused += 1
             else:
