@@ -282,6 +282,21 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 @pytest.fixture(scope="session")
+def fresh_suite() -> tuple[Any, ...]:
+    """The suite loaded in full from its files, the cache bypassed, once per process.
+
+    The tests that hold a cached or shared suite against a full load (tests/test_suite_cache.py,
+    tests/test_startup_path.py) compare with this one load; their tests share an
+    ``xdist_group``, so one worker loads it. Its canonical form is computed once too
+    (``tests.test_suite_cache.known``): it is frozen dataclasses and tuples all through.
+    """
+    from kvconform.harness import suite
+    from tests.test_suite_cache import known
+
+    return known(suite.load_all_cases())
+
+
+@pytest.fixture(scope="session")
 def repo_root() -> Path:
     """The root of the checkout (the folder holding ``spec/`` and ``vectors/``)."""
     return REPO_ROOT

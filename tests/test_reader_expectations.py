@@ -16,7 +16,7 @@ import pytest
 
 from kvconform.differential import strategies
 from kvconform.differential.strategies.profile_v2 import holdable, verify_op_v2
-from kvconform.harness.suite import load_all_cases
+from kvconform.harness.suite import all_cases
 from kvconform.protocol import operations as ops
 from kvconform.values import Layout
 
@@ -34,7 +34,7 @@ def test_holdable_is_prof_7() -> None:
 def test_no_scenario_expects_a_layout_no_reader_runs_under() -> None:
     bad = [
         f"{case.id}: step {index + 1} expects layout {op.expected.layout}"
-        for case in load_all_cases()
+        for case in all_cases()  # the suite's cases, through its cache
         for index, op in enumerate(case.program)
         if isinstance(op, ops.Verify)
         and op.expected.layout is not None

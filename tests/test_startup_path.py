@@ -30,7 +30,7 @@ from kvconform.harness.checks import Succeeds, ValueIs
 from kvconform.harness.scenario import Case
 from kvconform.reports import untrusted
 from kvconform.values import Fault, Geometry, MixOp
-from tests.test_suite_cache import canonical, known
+from tests.test_suite_cache import canonical
 
 
 @pytest.fixture(autouse=True)
@@ -42,8 +42,8 @@ def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture(scope="module")
-def fresh() -> tuple[Case, ...]:
-    return known(suite.load_all_cases())
+def fresh(fresh_suite: tuple[Case, ...]) -> tuple[Case, ...]:
+    return fresh_suite
 
 
 def _objects(root: object) -> dict[int, object]:
@@ -68,7 +68,7 @@ def _objects(root: object) -> dict[int, object]:
 # The suite cache: identical parts stored once ------------------------------------
 
 
-@pytest.mark.xdist_group("startup-fresh-load")
+@pytest.mark.xdist_group("suite-fresh-load")
 def test_shared_cases_are_the_same_cases_with_fewer_objects(fresh: tuple[Case, ...]) -> None:
     shared = cache.shared(fresh)
     assert canonical(shared) == canonical(fresh)
@@ -127,7 +127,7 @@ def _share(values: tuple[object, ...]) -> tuple[object, ...]:
     return cache.shared(values)
 
 
-@pytest.mark.xdist_group("startup-fresh-load")
+@pytest.mark.xdist_group("suite-fresh-load")
 def test_the_entry_written_loads_to_the_same_cases(fresh: tuple[Case, ...]) -> None:
     cache.write(cache.entry_path(), cache.suite_key(), fresh)
     loaded = cache.read(cache.entry_path(), cache.suite_key())
@@ -146,7 +146,7 @@ def test_the_key_from_the_manifest_digest_is_the_key_from_the_files() -> None:
     assert cache.suite_key("") == cache.suite_key()  # no digest: the files are hashed
 
 
-@pytest.mark.xdist_group("startup-fresh-load")
+@pytest.mark.xdist_group("suite-fresh-load")
 def test_an_entry_is_never_written_under_a_digest_the_files_do_not_have(
     fresh: tuple[Case, ...], private_cache: Path
 ) -> None:

@@ -81,9 +81,10 @@ def _canonical(value: object, seen: dict[int, object] | None = None) -> object:
 
 
 @pytest.fixture(scope="module")
-def fresh() -> tuple[Case, ...]:
-    """The suite loaded in full, once for this module."""
-    return known(suite.load_all_cases())
+def fresh(fresh_suite: tuple[Case, ...]) -> tuple[Case, ...]:
+    """The suite loaded in full (tests/conftest.py: once for this module and
+    tests/test_startup_path.py, which share a worker)."""
+    return fresh_suite
 
 
 @pytest.fixture(autouse=True)
@@ -120,7 +121,7 @@ def test_without_xdg_cache_home_it_is_under_the_home_folder(
     assert cache.cache_dir() == tmp_path / ".cache" / "kvconform"
 
 
-@pytest.mark.xdist_group("suite-cache-fresh-load")
+@pytest.mark.xdist_group("suite-fresh-load")
 def test_a_current_entry_gives_exactly_the_cases_of_a_full_load(
     fresh: tuple[Case, ...], private_cache: Path
 ) -> None:
@@ -136,7 +137,7 @@ def test_a_current_entry_gives_exactly_the_cases_of_a_full_load(
     assert [c.id for c in second] == [c.id for c in fresh]
 
 
-@pytest.mark.xdist_group("suite-cache-fresh-load")
+@pytest.mark.xdist_group("suite-fresh-load")
 def test_suite_all_cases_goes_through_the_cache(
     fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -153,7 +154,7 @@ def test_suite_all_cases_goes_through_the_cache(
     assert canonical(cached) == canonical(fresh)
 
 
-@pytest.mark.xdist_group("suite-cache-fresh-load")
+@pytest.mark.xdist_group("suite-fresh-load")
 def test_an_entry_for_another_digest_is_not_used(
     fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -226,20 +227,39 @@ def _corruptions() -> list[tuple[str, Callable[[bytes], bytes]]]:
     ]
 
 
-@pytest.mark.parametrize("name, corrupt", _corruptions(), ids=[n for n, _ in _corruptions()])
-@pytest.mark.xdist_group("suite-cache-fresh-load")
-def test_a_corrupt_entry_falls_back_silently_to_the_same_cases(
-    fresh: tuple[Case, ...], name: str, corrupt: Callable[[bytes], bytes]
+@pytest.fixture(scope="module")
+def entry(fresh: tuple[Case, ...], tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """The bytes of a current entry for the full suite, as the cache writes it, written
+    once for the module (each write shares and pickles the whole suite again)."""
+    path = tmp_path_factory.mktemp("entry") / "entry"
+    cache.write(path, cache.suite_key(), fresh)
+    return path.read_bytes()
+
+
+@pytest.mark.xdist_group("suite-fresh-load")
+def test_the_module_entry_is_what_the_cache_writes_and_reads(
+    fresh: tuple[Case, ...], entry: bytes
 ) -> None:
     build = Counting(fresh)
     cache.cached_cases(build)
+    assert cache.entry_path().read_bytes() == entry  # the corruptions below start from it
+    assert canonical(cache.cached_cases(build)) == canonical(fresh) and build.calls == 1
+
+
+@pytest.mark.parametrize("name, corrupt", _corruptions(), ids=[n for n, _ in _corruptions()])
+@pytest.mark.xdist_group("suite-fresh-load")
+def test_a_corrupt_entry_falls_back_silently_to_the_same_cases(
+    fresh: tuple[Case, ...], entry: bytes, name: str, corrupt: Callable[[bytes], bytes]
+) -> None:
+    build = Counting(fresh)
     path = cache.entry_path()
-    path.write_bytes(corrupt(path.read_bytes()))
+    path.parent.mkdir(parents=True, mode=0o700)
+    path.write_bytes(corrupt(entry))
     got = cache.cached_cases(build)
-    assert build.calls == 2, f"a {name} entry was used"
+    assert build.calls == 1, f"a {name} entry was used"
     assert canonical(got) == canonical(fresh)
     # ... and the entry is rewritten, so the next run is fast again
-    assert canonical(cache.cached_cases(build)) == canonical(fresh) and build.calls == 2
+    assert canonical(cache.cached_cases(build)) == canonical(fresh) and build.calls == 1
 
 
 def _with_header(payload: bytes) -> bytes:
@@ -279,7 +299,7 @@ def record_call(*args: object) -> tuple[Case, ...]:
         pytest.param(lambda: pickle.dumps(("a case id",)), id="a tuple of strings"),
     ],
 )
-@pytest.mark.xdist_group("suite-cache-fresh-load")
+@pytest.mark.xdist_group("suite-fresh-load")
 def test_a_hostile_or_foreign_entry_with_a_valid_checksum_runs_nothing(
     fresh: tuple[Case, ...], payload: Callable[[], bytes]
 ) -> None:
@@ -310,7 +330,7 @@ def test_the_unpickler_admits_only_data_classes_of_kvconform() -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
-@pytest.mark.xdist_group("suite-cache-fresh-load")
+@pytest.mark.xdist_group("suite-fresh-load")
 def test_an_entry_others_can_write_is_not_used(fresh: tuple[Case, ...]) -> None:
     build = Counting(fresh)
     cache.cached_cases(build)
@@ -319,7 +339,7 @@ def test_an_entry_others_can_write_is_not_used(fresh: tuple[Case, ...]) -> None:
     assert build.calls == 2
 
 
-@pytest.mark.xdist_group("suite-cache-fresh-load")
+@pytest.mark.xdist_group("suite-fresh-load")
 def test_an_unwritable_cache_folder_is_ignored(
     fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -341,7 +361,7 @@ def test_a_load_that_fails_is_raised_and_never_cached(private_cache: Path) -> No
     assert not private_cache.exists() or not any(private_cache.iterdir())
 
 
-@pytest.mark.xdist_group("suite-cache-fresh-load")
+@pytest.mark.xdist_group("suite-fresh-load")
 def test_files_that_change_during_the_load_are_not_cached(
     fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch, private_cache: Path
 ) -> None:
@@ -356,7 +376,7 @@ def test_files_that_change_during_the_load_are_not_cached(
     assert not cache.entry_path().exists()
 
 
-@pytest.mark.xdist_group("suite-cache-fresh-load")
+@pytest.mark.xdist_group("suite-fresh-load")
 def test_the_cache_can_be_disabled_by_the_environment(
     fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch, private_cache: Path
 ) -> None:
@@ -371,7 +391,7 @@ def test_the_cache_can_be_disabled_by_the_environment(
     assert cache.enabled()
 
 
-@pytest.mark.xdist_group("suite-cache-fresh-load")
+@pytest.mark.xdist_group("suite-fresh-load")
 def test_the_cache_can_be_disabled_on_the_command_line(
     fresh: tuple[Case, ...], monkeypatch: pytest.MonkeyPatch, private_cache: Path
 ) -> None:
