@@ -266,19 +266,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: two workers per core, at most four more workers than cores.
+    """``-n auto``: one worker per core and one more.
 
     Many tests wait on a process of their own (an adapter started over stdio, its
     timeouts, the command run as a user runs it); with one worker per core, a core
-    sits idle while its worker waits (on 2 cores: 200 s for the loop, against 144 s
-    with two workers per core, the CPU time the same). ``-n N`` still sets the number.
+    sits idle while its worker waits (on 2 cores, 2 workers: 112 s for the loop, about
+    29 s of it spent waiting). Each worker also costs CPU of its own (its start, its
+    collection, the fixtures it makes for itself, and more switching between them): on
+    2 cores, 4 workers took 107 s and 208 s of CPU where 3 took 103 s and 193 s
+    (bench/README.md). One worker more than the cores fills the waits. ``-n N`` still
+    sets the number.
     """
     if hasattr(os, "sched_getaffinity"):
         cores: int | None = len(os.sched_getaffinity(0))  # the cores this process may use
     else:
         cores = os.cpu_count()
-    cores = cores or 1
-    return min(2 * cores, cores + 4)  # many cores: a few extra workers fill the waits
+    return (cores or 1) + 1
 
 
 @pytest.fixture(scope="session")
