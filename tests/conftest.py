@@ -15,7 +15,7 @@ import os
 import pickle
 import stat
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +138,26 @@ _collect_garbage_less_often()
 LONG_FOLD = 64 * 1024
 
 
+def _remembering_long_folds(
+    compute: Callable[..., list[Any]],
+    size: Callable[..., int],
+    key: Callable[..., Hashable],
+) -> Callable[..., list[Any]]:
+    """``compute``, a pure function of its arguments, answered from memory for a call that
+    folds at least :data:`LONG_FOLD` bytes (``size``) and was made before (``key``)."""
+    folded: dict[Hashable, list[Any]] = {}
+
+    def remembered(*args: Any) -> list[Any]:
+        if size(*args) < LONG_FOLD:
+            return compute(*args)
+        found = key(*args)
+        if found not in folded:
+            folded[found] = compute(*args)
+        return list(folded[found])
+
+    return remembered
+
+
 def _fold_long_programs_once() -> None:
     """The reference adapter's long folds, computed once per test process.
 
@@ -153,19 +173,12 @@ def _fold_long_programs_once() -> None:
     """
     from kvconform.adapters import reference
 
-    compute = reference.run_program
-    folded: dict[tuple[object, ...], list[int]] = {}
+    def size(program: Sequence[Any]) -> int:
+        return sum(len(op.value) * op.repeat for op in program if isinstance(op.value, bytes))
 
-    def run_program(program: Sequence[Any]) -> list[int]:
-        size = sum(len(op.value) * op.repeat for op in program if isinstance(op.value, bytes))
-        if size < LONG_FOLD:
-            return compute(program)
-        key = tuple(program)
-        if key not in folded:
-            folded[key] = compute(program)
-        return list(folded[key])
-
-    reference.run_program = run_program  # type: ignore[assignment]
+    reference.run_program = _remembering_long_folds(  # type: ignore[assignment]
+        reference.run_program, size, lambda program: tuple(program)
+    )
 
 
 def _fold_long_vector_programs_once() -> None:
@@ -182,10 +195,7 @@ def _fold_long_vector_programs_once() -> None:
     """
     from kvconform.harness.vectors import files
 
-    compute = files.run_program
-    folded: dict[tuple[object, str], list[str]] = {}
-
-    def size(ops: Sequence[Any]) -> int:
+    def size(new_hasher: Any, ops: Sequence[Any]) -> int:
         total = 0
         for op in ops:
             if isinstance(op, dict) and op.get("op") == "bytes":
@@ -194,15 +204,11 @@ def _fold_long_vector_programs_once() -> None:
                     total += len(hex_text) // 2 * repeat
         return total
 
-    def run_program(new_hasher: Any, ops: Sequence[Any]) -> list[str]:
-        if size(ops) < LONG_FOLD:
-            return compute(new_hasher, ops)
-        key = (new_hasher, json.dumps(ops, sort_keys=True))
-        if key not in folded:
-            folded[key] = compute(new_hasher, ops)
-        return list(folded[key])
-
-    files.run_program = run_program  # type: ignore[assignment]
+    files.run_program = _remembering_long_folds(  # type: ignore[assignment]
+        files.run_program,
+        size,
+        lambda new_hasher, ops: (new_hasher, json.dumps(ops, sort_keys=True)),
+    )
 
 
 class _RememberingValidator:
