@@ -123,25 +123,33 @@ class HypothesisSource:
 
     def group(self, write: Callable[[], T]) -> T:
         """One Hypothesis span, so that Hypothesis's shrinker can delete it whole."""
-
-        def inner(draw: Callable[[st.SearchStrategy[Any]], Any]) -> T:
-            outer, self._draw = self._draw, draw
-            try:
-                return write()
-            finally:
-                self._draw = outer
-
-        value: T = self._draw(st.composite(inner)())
+        value: T = self._draw(_span(self, write))
         return value
+
+
+# Made into strategies once, here: ``st.composite`` reads the source of the function it
+# wraps (to warn of an unused ``draw``), which for a function made anew at every group
+# took more time than the drawing.
+@st.composite
+def _span(
+    draw: Callable[[st.SearchStrategy[Any]], Any], source: HypothesisSource, write: Callable[[], T]
+) -> T:
+    """``write``, its choices drawn with ``draw`` (one span of Hypothesis's choices)."""
+    outer, source._draw = source._draw, draw
+    try:
+        return write()
+    finally:
+        source._draw = outer
+
+
+@st.composite
+def _written(draw: Callable[[st.SearchStrategy[Any]], Any], write: Writer[T]) -> T:
+    return write(HypothesisSource(draw))
 
 
 def strategy(write: Writer[T]) -> st.SearchStrategy[T]:
     """``write`` as a Hypothesis strategy (each choice one Hypothesis draw)."""
-
-    def inner(draw: Callable[[st.SearchStrategy[Any]], Any]) -> T:
-        return write(HypothesisSource(draw))
-
-    return st.composite(inner)()
+    return _written(write)
 
 
 def pick(src: Source, options: Sequence[T]) -> T:
