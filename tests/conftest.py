@@ -310,6 +310,56 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     gc.freeze()
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """In each process that runs tests (a worker, or the one process of ``-n 0``)."""
+    config = session.config
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        _answer_each_reference_program_once()
+
+
+def _answer_each_reference_program_once() -> None:
+    """The reference's answers to each generated program, computed once per test process.
+
+    The generated checks run every program on the implementation and on the reference
+    (``engine.reference_driver``), and the tests run the same properties with the same
+    seeds against many implementations (the correct variants, the mutants): in
+    ``tests/test_generated.py`` and ``tests/test_generated_prefix.py`` the reference ran
+    7,009 programs, 4,117 of them again. Its answers are a pure function of the
+    program but for the ids it mints, which are never recycled, so another run gives
+    other numbers; and ids, and the plan keys made of them, are judged by equality and
+    order within one program only (``differential.compare``,
+    ``test_ids_are_judged_by_equality_and_order_only``). So answers remembered from an
+    earlier run judge an implementation as fresh ones would. The key is the program
+    pickled (exact types: ``1`` is not ``True`` nor ``1.0``, ``0.0`` is not ``-0.0``); a
+    program that cannot be pickled runs every time, and so does the implementation's
+    side of every program. A reference the property declares for the implementation
+    (``reference_for``) is not this one, and is not remembered.
+    """
+    from kvconform.adapters.reference import ReferenceAdapter
+    from kvconform.differential import engine, matrix
+    from kvconform.protocol.driver import InProcessDriver
+
+    answers: dict[bytes, list[Any]] = {}
+
+    class RememberingReference(InProcessDriver):
+        def run(self, program: Sequence[Any]) -> list[Any]:
+            try:
+                key: bytes | None = pickle.dumps(tuple(program), protocol=5)
+            except Exception:
+                key = None
+            if key is None:
+                return super().run(program)
+            if key not in answers:
+                answers[key] = super().run(program)
+            return list(answers[key])
+
+    def reference_driver() -> Any:
+        return RememberingReference(ReferenceAdapter())
+
+    engine.reference_driver = reference_driver
+    matrix.reference_driver = reference_driver  # type: ignore[attr-defined]
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: one worker per core and one more.
 
