@@ -315,6 +315,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         _answer_each_reference_program_once()
+        _fold_the_mutants_raw_programs_as_the_reference()
 
 
 def _answer_each_reference_program_once() -> None:
@@ -358,6 +359,47 @@ def _answer_each_reference_program_once() -> None:
 
     engine.reference_driver = reference_driver
     matrix.reference_driver = reference_driver  # type: ignore[attr-defined]
+
+
+def _fold_the_mutants_raw_programs_as_the_reference() -> None:
+    """A mutant's raw folds answered by the reference adapter when they are the reference's.
+
+    The mutants' hashers (``tests/mutants/``) subclass the reference's ``KeyHasher`` and
+    change a method or its starting state. A program of raw bytes and ``finish`` only
+    calls ``mix_bytes`` and ``finish``, which read and write the hasher's state and
+    nothing else; on a hasher that has the reference's two methods and its state slot
+    as they are, and starts from the reference's state, the program gives the
+    reference's answers. Those the reference adapter computes once per process for a
+    long fold (:func:`_fold_long_programs_once`); the four fold vectors of a MiB would
+    otherwise be folded byte by byte again for every mutant that runs them. A hasher
+    that changes any of the three, or a program with any other operation, or a caller
+    that changes how raw bytes reach the fold (``raw``), runs as it is.
+    """
+    from kvconform_reference.hasher import KeyHasher
+
+    from kvconform.adapters import reference
+    from tests.mutants import _kit
+
+    compute = _kit.run_program
+    start = KeyHasher().finish()
+
+    def reference_fold(cls: type[Any]) -> bool:
+        below = cls.__mro__[: cls.__mro__.index(KeyHasher)] if KeyHasher in cls.__mro__ else None
+        return below is not None and not any(
+            name in vars(c) for c in below for name in ("_state", "mix_bytes", "finish")
+        )
+
+    def run_program(h: Any, program: Sequence[Any], raw: Any = None) -> list[int]:
+        if (
+            raw is None
+            and all(op.kind in ("bytes", "finish") for op in program)
+            and reference_fold(type(h))
+            and h.finish() == start
+        ):
+            return list(reference.run_program(program))
+        return compute(h, program, raw)
+
+    _kit.run_program = run_program  # type: ignore[assignment]
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
