@@ -322,8 +322,10 @@ _LOCAL = "#/$defs/"
 
 def inline_local_refs(document: dict[str, Any]) -> dict[str, Any]:
     """``document`` with each ``{"$ref": "#/$defs/<name>"}`` replaced by that definition,
-    except for definitions that reach themselves (a step holds steps), which stay
-    references.
+    except for definitions that reach themselves (a step holds steps): outside
+    ``$defs`` such a reference is replaced by the definition once, with the references
+    inside it kept (a scenario's steps are read without one, the steps a step holds
+    through the reference), and inside ``$defs`` it stays a reference.
 
     The same schema, read faster: jsonschema resolves a reference at every use and
     builds a new validator for it, which was a fifth of the time a fresh load of the
@@ -360,19 +362,24 @@ def inline_local_refs(document: dict[str, Any]) -> dict[str, Any]:
 
     recursive = {name for name in definitions if name in reaches(name)}
 
-    def inline(node: object) -> object:
+    def inline(node: object, unroll: bool = False) -> object:
         if isinstance(node, dict):
             ref = node.get("$ref")
             if isinstance(ref, str) and ref.startswith(_LOCAL) and len(node) == 1:
                 target = ref[len(_LOCAL) :]
                 if target in definitions and target not in recursive:
+                    return inline(definitions[target], unroll)
+                if target in definitions and unroll:  # once: its own references stay
                     return inline(definitions[target])
-            return {key: inline(value) for key, value in node.items()}
+            return {key: inline(value, unroll) for key, value in node.items()}
         if isinstance(node, list):
-            return [inline(value) for value in node]
+            return [inline(value, unroll) for value in node]
         return node
 
-    inlined = {key: value if key == "$defs" else inline(value) for key, value in document.items()}
+    inlined = {
+        key: value if key == "$defs" else inline(value, unroll=True)
+        for key, value in document.items()
+    }
     if definitions:
         inlined["$defs"] = {name: inline(body) for name, body in definitions.items()}
     return inlined
