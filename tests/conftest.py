@@ -303,19 +303,31 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     nothing (two walks, as a rule), under pytest's hook, so every finalizer the five walks
     would have run runs now and is reported the same way; then ``gc.freeze`` sets the
     survivors aside, and pytest's walks look only at what is made after this point.
+    First, the reference service this process offered its fixture adapters stops.
     """
     del config
+    while _STOPS:
+        _STOPS.pop()()
     while gc.collect():
         pass
     gc.freeze()
 
 
+#: What :func:`pytest_unconfigure` stops: the reference service of this test process.
+_STOPS: list[Callable[[], None]] = []
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """In each process that runs tests (a worker, or the one process of ``-n 0``)."""
+    """In each process that runs tests (a worker, or the one process of ``-n 0``): the
+    reference's answers remembered, and served to the fixture adapters the tests start
+    (``tests/reference_service.py``)."""
     config = session.config
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         _answer_each_reference_program_once()
         _fold_the_mutants_raw_programs_as_the_reference()
+        from tests import reference_service
+
+        _STOPS.append(reference_service.start())  # for the fixture adapters it starts
 
 
 def _answer_each_reference_program_once() -> None:
