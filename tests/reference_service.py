@@ -20,11 +20,17 @@ from collections.abc import Callable
 
 from tests.fixtures.reference_link import ENV
 
+#: How many fixture processes this process's service has answered (read by a test).
+served = 0
+
 
 class _Connection(socketserver.StreamRequestHandler):
     def handle(self) -> None:
         from kvconform.adapters.reference import ReferenceAdapter
         from kvconform.protocol.server import Server
+
+        global served
+        served += 1  # under the GIL; only a test that runs one fixture at a time reads it
 
         server = Server(ReferenceAdapter())
         while True:

@@ -728,3 +728,28 @@ def test_a_protocol_2_count_written_as_a_json_number_fails_its_step(
     assert results[0].verdict == "failed"
     assert "protocol 2 carries a count as a string" in results[0].report()
     assert all(r.verdict == "passed" for r in results[1:]), [r.report() for r in results[1:]]
+
+
+# The fixture adapters' reference ----------------------------------------------------
+
+
+def test_a_fixture_answers_alike_from_the_test_process_reference_and_its_own() -> None:
+    """A fixture adapter reaches the reference through the test process's service, or,
+    without it (run by hand), makes its own (tests/fixtures/reference_link.py): the
+    same cases give the same verdicts either way, so the service changes nothing a
+    test of the harness sees. Fails a link that drops or reorders lines, or one whose
+    own reference cannot be made."""
+    from tests import reference_service
+    from tests.fixtures.reference_link import ENV
+
+    assert ENV in os.environ, "this test process offers no reference service"
+    cases = [c for c in suite.all_cases() if c.id.startswith("identity.alloc.")]
+    verdicts = {}
+    for offered in (True, False):
+        env = {k: v for k, v in os.environ.items() if offered or k != ENV}
+        before = reference_service.served
+        with StdioDriver(misbehaving("flood", "--size", "0"), env=env) as driver:
+            verdicts[offered] = [(r.case.id, r.verdict) for r in run_cases(cases, driver)]
+        assert (reference_service.served > before) is offered
+    assert verdicts[True] == verdicts[False]
+    assert {verdict for _, verdict in verdicts[True]} == {"passed"}
