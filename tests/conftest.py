@@ -274,11 +274,6 @@ _fold_long_vector_programs_once()
 _validate_each_document_once()
 
 
-#: What :func:`pytest_unconfigure` stops: what this process started for the run (the
-#: reference service of a test process, the controller's background build).
-_STOPS: list[Callable[[], None]] = []
-
-
 def pytest_configure(config: pytest.Config) -> None:
     """The suite cache filled once, before any worker starts.
 
@@ -286,15 +281,10 @@ def pytest_configure(config: pytest.Config) -> None:
     it: every worker, and every command the first tests start, would find none and
     load the whole suite at the same moment, each writing the same entry. The
     controlling process loads it first, so they all read it instead. A suite that does
-    not load is left to the tests that load it, which say why. Meanwhile, where the
-    Rust adapter is not built yet, its builds start on the core this leaves idle
-    (``toolchain.build_rust_adapter_in_the_background``).
+    not load is left to the tests that load it, which say why.
     """
     if hasattr(config, "workerinput"):  # a worker of pytest-xdist: the controller did it
         return
-    from tests import toolchain
-
-    _STOPS.append(toolchain.build_rust_adapter_in_the_background())
     from kvconform.harness import cache, suite
 
     if cache.enabled():
@@ -313,7 +303,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     nothing (two walks, as a rule), under pytest's hook, so every finalizer the five walks
     would have run runs now and is reported the same way; then ``gc.freeze`` sets the
     survivors aside, and pytest's walks look only at what is made after this point.
-    First, what this process started for the run stops (:data:`_STOPS`).
+    First, the reference service this process offered its fixture adapters stops.
     """
     del config
     while _STOPS:
@@ -321,6 +311,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     while gc.collect():
         pass
     gc.freeze()
+
+
+#: What :func:`pytest_unconfigure` stops: the reference service of this test process.
+_STOPS: list[Callable[[], None]] = []
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

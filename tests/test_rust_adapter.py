@@ -32,16 +32,28 @@ from tests.verdicts import for_another_option
 #: cargo's lock to find it built.
 pytestmark = [pytest.mark.covers("CONF-12"), pytest.mark.xdist_group("rust-adapter")]
 
-CRATE, BINARY = toolchain.RUST_CRATE, toolchain.RUST_BINARY
+CRATE = Path(__file__).resolve().parent.parent / "examples" / "rust-adapter"
+BINARY = CRATE / "target" / "release" / "kvconform-rust-adapter"
 NEWLINE = b"\n"
 NO_CARGO = "cargo not found: the Rust adapter was NOT tested (install a Rust toolchain to run it)"
+
+
+def _sources() -> list[Path]:
+    return [CRATE / "Cargo.toml", *(CRATE / "src").rglob("*.rs")]
+
+
+def _up_to_date() -> bool:
+    if not BINARY.is_file():
+        return False
+    built = BINARY.stat().st_mtime
+    return all(path.stat().st_mtime < built for path in _sources())
 
 
 @pytest.fixture(scope="module")
 def binary() -> Path:
     """The release binary, built unless it is newer than every source file."""
     cargo = tool("cargo", NO_CARGO)
-    if not toolchain.rust_adapter_built():
+    if not _up_to_date():
         toolchain.cargo(cargo, CRATE, "build", "--release")
     assert BINARY.is_file(), f"cargo build succeeded but {BINARY} is missing"
     return BINARY
