@@ -237,6 +237,7 @@ def _a_run_waiting_on_a_hanging_adapter(
     return proc, children
 
 
+@pytest.mark.xdist_group("waits")  # mostly waiting: one worker waits for all of these
 @pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_stops_the_adapter_group_and_leaves_reports_marked_interrupted(
@@ -258,6 +259,7 @@ def test_a_signal_stops_the_adapter_group_and_leaves_reports_marked_interrupted(
     assert not [pid for pid in children if _alive(pid)], "the adapter's group was stopped"
 
 
+@pytest.mark.xdist_group("waits")  # mostly waiting: one worker waits for all of these
 @pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
 def test_a_run_under_nohup_outlives_its_terminal(tmp_path: Path) -> None:
     """``nohup kvconform run ...``: the SIGHUP of a closed terminal is ignored as nohup
@@ -349,6 +351,7 @@ def test_a_folder_or_fifo_named_like_a_suite_file_is_never_opened(
     assert all("fifo" not in p.name and "folder" not in p.name for p in suite.scenario_files())
 
 
+@pytest.mark.xdist_group("waits")  # mostly waiting: one worker waits for all of these
 def test_an_adapter_that_hangs_on_everything_is_given_up_in_bounded_time(
     tmp_path: Path,
 ) -> None:
@@ -449,6 +452,7 @@ def test_the_plugin_checks_the_manifest_of_the_suite_it_collects(tmp_path: Path)
         ("shutdown-linger", "did not exit within 1 s of shutdown; killed (PROTO-24)"),
     ],
 )
+@pytest.mark.xdist_group("waits")  # mostly waiting: one worker waits for all of these
 def test_an_adapter_that_ends_badly_is_reported_apart_from_the_verdict(
     tmp_path: Path, mode: str, said: str
 ) -> None:
@@ -987,6 +991,7 @@ def test_a_generated_check_where_the_adapter_broke_has_the_adapters_cause(
     assert result["failure"]["cause"] == "adapter"
 
 
+@pytest.mark.xdist_group("waits")  # mostly waiting: one worker waits for all of these
 def test_a_gate_is_not_reached_by_a_run_that_stopped_early(tmp_path: Path) -> None:
     """Cases not run: the gate passes nowhere (console, HTML, JUnit), the exit is 3."""
     adapter = f"{sys.executable} {FIXTURES / 'misbehaving_adapter.py'} hang --op cache_truncate"

@@ -524,6 +524,7 @@ def test_17_the_reference_is_loaded_without_the_current_folder_on_the_path(
 # --- the grace after shutdown --------------------------------------------------------------
 
 
+@pytest.mark.xdist_group("waits")  # mostly waiting: one worker waits for all of these
 def test_the_shutdown_grace_is_short_and_configurable() -> None:
     for grace, most in ((limits.SHUTDOWN_GRACE, limits.SHUTDOWN_GRACE + 1.0), (0.0, 0.8)):
         driver = StdioDriver([*STDIO, "deaf"], timeout=10, shutdown_grace=grace)

@@ -403,6 +403,7 @@ def test_outcomes_received_before_a_fault_are_kept(
     assert not any(isinstance(o, Broken) for o in again)
 
 
+@pytest.mark.xdist_group("waits")  # mostly waiting: one worker waits for all of these
 @pytest.mark.covers("PROTO-25", "PROTO-27")
 @pytest.mark.parametrize("transport", ["poll", "threads"])
 def test_a_hang_times_out_and_the_run_goes_on(
@@ -533,6 +534,7 @@ def test_an_adapter_that_cannot_start_raises_adapter_start_error(
     assert time.monotonic() - start < BOUND
 
 
+@pytest.mark.xdist_group("waits")  # mostly waiting: one worker waits for all of these
 @pytest.mark.covers("PROTO-13", "PROTO-25")
 def test_a_handshake_that_never_comes_times_out() -> None:
     start = time.monotonic()
