@@ -292,6 +292,10 @@ def pytest_configure(config: pytest.Config) -> None:
             suite.all_cases()
 
 
+#: What :func:`pytest_unconfigure` stops: the reference service of this test process.
+_STOPS: list[Callable[[], None]] = []
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Every cyclic garbage collected, then the survivors set aside, before pytest's last check.
@@ -311,10 +315,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     while gc.collect():
         pass
     gc.freeze()
-
-
-#: What :func:`pytest_unconfigure` stops: the reference service of this test process.
-_STOPS: list[Callable[[], None]] = []
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
