@@ -33,9 +33,17 @@ def cargo(
 
     Debug and test builds are made without debug information (unless the environment
     says otherwise): no test reads it, and it was a third of a skeleton's build and of
-    the Rust adapter's ``cargo test`` build. Release builds have none anyway.
+    the Rust adapter's ``cargo test`` build. Release builds have none anyway. Nor are
+    they incremental: the tests build each crate once and never edit it, so the
+    incremental state cargo writes for the next edit is never used, and writing it
+    made the Rust adapter's first ``cargo test`` build take 2.4 s of CPU instead of 1.7 s.
     """
-    env = {"CARGO_PROFILE_DEV_DEBUG": "0", "CARGO_PROFILE_TEST_DEBUG": "0", **os.environ}
+    env = {
+        "CARGO_PROFILE_DEV_DEBUG": "0",
+        "CARGO_PROFILE_TEST_DEBUG": "0",
+        "CARGO_INCREMENTAL": "0",
+        **os.environ,
+    }
     done = subprocess.run(
         [executable, command, "--offline", "--quiet", *args],
         cwd=directory,
