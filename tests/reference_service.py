@@ -44,6 +44,11 @@ class _Connection(socketserver.StreamRequestHandler):
             self.wfile.flush()
 
 
+#: How often, in seconds, the service looks whether it is to stop: ``stop`` waits for that
+#: look (the standard library's half a second, at the end of every test process).
+POLL = 0.02
+
+
 class _Service(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
 
@@ -54,7 +59,9 @@ def start() -> Callable[[], None]:
     folder = tempfile.mkdtemp(prefix="kvconform-reference-")  # mode 0700
     path = os.path.join(folder, "socket")
     service = _Service(path, _Connection)
-    threading.Thread(target=service.serve_forever, name="reference-service", daemon=True).start()
+    threading.Thread(
+        target=service.serve_forever, args=(POLL,), name="reference-service", daemon=True
+    ).start()
     os.environ[ENV] = path
 
     def stop() -> None:
