@@ -18,6 +18,8 @@ from kvconform_reference.hasher import KeyHasher
 from kvconform_reference.identity import KvAllocId, ModelInstanceId
 from kvconform_reference.model import Model, ModelConfig
 
+from tests.heap import made_here
+
 pytestmark = pytest.mark.covers(
     "ID-1", "ID-2", "ID-3", "ID-4", "ID-5", "ID-6", "ID-10", "ID-8", "ALLOC-1"
 )
@@ -71,11 +73,12 @@ def test_ids_are_not_recycled_across_drops() -> None:
     second = ModelInstanceId.mint().value
     assert second > first, f"id {second} did not advance past the dropped {first}"
 
-    model = Model(CONFIG)
-    dropped_id = model.instance_id
-    del model
-    gc.collect()
-    later = Model(CONFIG)
+    with made_here():
+        model = Model(CONFIG)
+        dropped_id = model.instance_id
+        del model
+        gc.collect()
+        later = Model(CONFIG)
     assert later.instance_id > dropped_id
 
 

@@ -27,6 +27,8 @@ from kvconform_reference.kv_cache import CacheGeometry, KvCache, KvLayer
 from kvconform_reference.model import Model, ModelConfig, Param
 from kvconform_reference.plan import DecodePlan, PlanIdentity, RopeSpec, StepInputs
 
+from tests.heap import made_here
+
 pytestmark = pytest.mark.covers(
     "PLAN-1",
     "PLAN-15",
@@ -454,12 +456,13 @@ def test_validity_check_has_no_side_effects() -> None:
 def test_plan_does_not_keep_model_or_cache_alive() -> None:
     """PLAN-14: after del, both are collected (weakref dies); the plan is then invalid for
     models and caches constructed afterwards with the same configuration and geometry."""
-    model, cache = Model(CONFIG), KvCache(GEOMETRY)
-    plan = DecodePlan(model, cache)
-    model_ref, cache_ref = weakref.ref(model), weakref.ref(cache)
-    assert plan.is_valid_for(model, cache, _step())
-    del model, cache
-    gc.collect()
+    with made_here():
+        model, cache = Model(CONFIG), KvCache(GEOMETRY)
+        plan = DecodePlan(model, cache)
+        model_ref, cache_ref = weakref.ref(model), weakref.ref(cache)
+        assert plan.is_valid_for(model, cache, _step())
+        del model, cache
+        gc.collect()
     assert model_ref() is None, "the plan (or something) kept the model alive"
     assert cache_ref() is None, "the plan (or something) kept the cache alive"
     new_model, new_cache = Model(CONFIG), KvCache(GEOMETRY)
