@@ -70,7 +70,10 @@ def _link_installed_bytecode(prefix: str) -> None:
     again, about 2 s of CPU each here. Hard links cost no space and are made in under a
     second; a stale one is recompiled and replaced (never written through), as in
     ``__pycache__``. Where links cannot be made (another file system, files of another
-    user) nothing more is tried and modules compile as before.
+    user) nothing more is tried and modules compile as before. Only folders this Python
+    searches are linked: from a virtual environment, the base interpreter's own
+    site-packages (12,000 compiled modules here, none of them importable) took 0.7 s of
+    the 1.1 s the links took, before the workers could start.
     """
     done = os.path.join(prefix, ".linked")
     if os.path.exists(done):
@@ -81,9 +84,19 @@ def _link_installed_bytecode(prefix: str) -> None:
     paths = sysconfig.get_paths()
     roots = sorted({os.path.abspath(paths[key]) for key in ("stdlib", "purelib", "platlib")})
     roots = [r for r in roots if not any(r.startswith(o + os.sep) for o in roots if o != r)]
+    searched = {os.path.abspath(entry) for entry in sys.path if entry}
     try:
         for top in roots:
-            for folder, _, files in os.walk(top):
+            for folder, subfolders, files in os.walk(top):
+                # A folder of installed packages this Python does not search (the base
+                # interpreter's own site-packages, inside its standard library, seen from a
+                # virtual environment) holds nothing the run imports: not walked.
+                subfolders[:] = [
+                    name
+                    for name in subfolders
+                    if name not in ("site-packages", "dist-packages")
+                    or os.path.join(folder, name) in searched
+                ]
                 if os.path.basename(folder) != "__pycache__":
                     continue
                 mirror = prefix + os.path.dirname(folder)  # the prefix's layout: source dir
