@@ -10,12 +10,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import json
 import os
 import pickle
 import stat
 import sys
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -146,82 +145,48 @@ def _collect_garbage_less_often() -> None:
 _collect_garbage_less_often()
 
 
-#: A hash program folding at least this many bytes is a long fold (the four 1 MiB
-#: known-answer vectors): worth remembering.
+#: Raw bytes at least this long make a long fold (the four 1 MiB known-answer vectors):
+#: worth remembering.
 LONG_FOLD = 64 * 1024
 
 
-def _remembering_long_folds(
-    compute: Callable[..., list[Any]],
-    size: Callable[..., int],
-    key: Callable[..., Hashable],
-) -> Callable[..., list[Any]]:
-    """``compute``, a pure function of its arguments, answered from memory for a call that
-    folds at least :data:`LONG_FOLD` bytes (``size``) and was made before (``key``)."""
-    folded: dict[Hashable, list[Any]] = {}
+def _fold_long_bytes_once() -> None:
+    """The reference hasher's long folds, computed once per test process.
 
-    def remembered(*args: Any) -> list[Any]:
-        if size(*args) < LONG_FOLD:
-            return compute(*args)
-        found = key(*args)
-        if found not in folded:
-            folded[found] = compute(*args)
-        return list(folded[found])
-
-    return remembered
-
-
-def _fold_long_programs_once() -> None:
-    """The reference adapter's long folds, computed once per test process.
-
-    ``kvconform.adapters.reference.run_program`` is a pure function of the program. A
-    test process runs the whole suite in process dozens of times (``kvconform run``
-    through the command's own driver, the applicability and report checks), and each
-    run would fold the four 1 MiB vectors again, byte by byte in Python: about 0.4 s a
-    run, more than the rest of the run. A program folding at least :data:`LONG_FOLD`
-    bytes is computed by the real function the first time and answered from memory
-    after; every other program runs anew each time. Processes the tests start (adapters
-    over stdio, the command run as a user runs it) compute everything themselves; so
-    does every adapter with a hashing code path of its own (mutants, variants).
+    ``KeyHasher.mix_bytes`` folds byte by byte in Python, about 0.09 s a MiB. A test
+    process meets the four 1 MiB known-answer vectors dozens of times, through every
+    road to the fold: the suite run in process (``kvconform run`` through the command's
+    own driver, the applicability and report checks, each correct variant and mutant
+    whose ``hash`` is the reference's), the vector generator's command, the mutants'
+    programs. The fold is a pure function of the state it starts from, the bytes, and
+    the hasher module's prime and mask; so from :data:`LONG_FOLD` bytes on, the state it
+    ends in is remembered under those four, computed by the real method the first time,
+    and set as that method would set it after. Shorter inputs, inputs that are not
+    ``bytes``, and hashers whose state slot is their own (a subclass that redefines
+    ``_state``) always fold anew; a subclass with a ``mix_bytes`` of its own (a mutant
+    of the fold) never reaches this one. Processes the tests start fold everything
+    themselves.
     """
-    from kvconform.adapters import reference
+    from kvconform_reference import hasher
 
-    def size(program: Sequence[Any]) -> int:
-        return sum(len(op.value) * op.repeat for op in program if isinstance(op.value, bytes))
+    real = hasher.KeyHasher.mix_bytes
+    slot = hasher.KeyHasher.__dict__["_state"]
+    folded: dict[tuple[int, bytes, object, object], int] = {}
 
-    reference.run_program = _remembering_long_folds(  # type: ignore[assignment]
-        reference.run_program, size, lambda program: tuple(program)
-    )
+    def mix_bytes(self: hasher.KeyHasher, data: bytes) -> hasher.KeyHasher:
+        if type(data) is not bytes or len(data) < LONG_FOLD or type(self)._state is not slot:
+            return real(self, data)
+        key = (self._state, data, hasher.PRIME, getattr(hasher, "_MASK", None))
+        end = folded.get(key)
+        if end is None:
+            real(self, data)
+            folded[key] = self._state
+        else:
+            self._state = end
+        return self
 
-
-def _fold_long_vector_programs_once() -> None:
-    """The vector generator's long folds, computed once per test process.
-
-    ``kvconform.harness.vectors.files.run_program`` (what the generator's ``Builder``
-    runs each vector's program with) is a pure function of the hasher factory and the
-    program. The tests run the generator's command in process a dozen times, each over
-    the whole vectors folder, and each run would fold the four 1 MiB vectors again:
-    0.34 s of a 0.4 s run. A program folding at least :data:`LONG_FOLD` bytes is run by
-    the real function the first time and answered from memory after, for the same
-    factory and the same program (its JSON text); a program that cannot be read is
-    always run, so it fails as it would. Every other program runs anew each time.
-    """
-    from kvconform.harness.vectors import files
-
-    def size(new_hasher: Any, ops: Sequence[Any]) -> int:
-        total = 0
-        for op in ops:
-            if isinstance(op, dict) and op.get("op") == "bytes":
-                hex_text, repeat = op.get("hex"), op.get("repeat", 1)
-                if isinstance(hex_text, str) and type(repeat) is int:
-                    total += len(hex_text) // 2 * repeat
-        return total
-
-    files.run_program = _remembering_long_folds(  # type: ignore[assignment]
-        files.run_program,
-        size,
-        lambda new_hasher, ops: (new_hasher, json.dumps(ops, sort_keys=True)),
-    )
+    mix_bytes.__doc__ = real.__doc__
+    hasher.KeyHasher.mix_bytes = mix_bytes  # type: ignore[method-assign]
 
 
 class _RememberingValidator:
@@ -282,8 +247,7 @@ try:
 except ImportError:
     sys.path.insert(0, str(REPO_ROOT / "src"))
 
-_fold_long_programs_once()
-_fold_long_vector_programs_once()
+_fold_long_bytes_once()
 _validate_each_document_once()
 
 
@@ -337,7 +301,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         _answer_each_reference_program_once()
-        _fold_the_mutants_raw_programs_as_the_reference()
         from tests import reference_service
 
         _STOPS.append(reference_service.start())  # for the fixture adapters it starts
@@ -384,47 +347,6 @@ def _answer_each_reference_program_once() -> None:
 
     engine.reference_driver = reference_driver
     matrix.reference_driver = reference_driver  # type: ignore[attr-defined]
-
-
-def _fold_the_mutants_raw_programs_as_the_reference() -> None:
-    """A mutant's raw folds answered by the reference adapter when they are the reference's.
-
-    The mutants' hashers (``tests/mutants/``) subclass the reference's ``KeyHasher`` and
-    change a method or its starting state. A program of raw bytes and ``finish`` only
-    calls ``mix_bytes`` and ``finish``, which read and write the hasher's state and
-    nothing else; on a hasher that has the reference's two methods and its state slot
-    as they are, and starts from the reference's state, the program gives the
-    reference's answers. Those the reference adapter computes once per process for a
-    long fold (:func:`_fold_long_programs_once`); the four fold vectors of a MiB would
-    otherwise be folded byte by byte again for every mutant that runs them. A hasher
-    that changes any of the three, or a program with any other operation, or a caller
-    that changes how raw bytes reach the fold (``raw``), runs as it is.
-    """
-    from kvconform_reference.hasher import KeyHasher
-
-    from kvconform.adapters import reference
-    from tests.mutants import _kit
-
-    compute = _kit.run_program
-    start = KeyHasher().finish()
-
-    def reference_fold(cls: type[Any]) -> bool:
-        below = cls.__mro__[: cls.__mro__.index(KeyHasher)] if KeyHasher in cls.__mro__ else None
-        return below is not None and not any(
-            name in vars(c) for c in below for name in ("_state", "mix_bytes", "finish")
-        )
-
-    def run_program(h: Any, program: Sequence[Any], raw: Any = None) -> list[int]:
-        if (
-            raw is None
-            and all(op.kind in ("bytes", "finish") for op in program)
-            and reference_fold(type(h))
-            and h.finish() == start
-        ):
-            return list(reference.run_program(program))
-        return compute(h, program, raw)
-
-    _kit.run_program = run_program  # type: ignore[assignment]
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

@@ -18,10 +18,10 @@ that cite a requirement the mutant breaks, and the rest of the suite only if
 none of those fails. The full list of killing cases, for every mutant, is
 ``test_kill_matrix`` with ``KVCONFORM_KILL_MATRIX`` set (docs/mutation-testing.md);
 it is not needed to decide whether a mutant is killed.
-The reference's long folds (four 1 MiB known-answer vectors) are computed once
-per test process (``_fold_long_programs_once`` in tests/conftest.py), so a mutant
-whose ``hash`` is the reference adapter's does not fold the same megabytes again;
-a mutant with a hashing code path of its own folds for itself.
+The reference hasher's long folds (four 1 MiB known-answer vectors) are computed
+once per test process (``_fold_long_bytes_once`` in tests/conftest.py), so a mutant
+whose fold is the reference's ``mix_bytes`` does not fold the same megabytes again;
+a mutant with a fold of its own folds for itself.
 """
 
 from __future__ import annotations

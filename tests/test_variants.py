@@ -82,9 +82,9 @@ def test_the_variants_are_registered() -> None:
 
 @pytest.mark.parametrize("v", VARIANTS, ids=lambda v: v.name)
 def test_variant_passes_every_case(v: Variant) -> None:
-    # in process, a variant whose hash is the reference's own function gets the reference's
-    # long folds from the test process's memo (tests/conftest.py): the same pure function
-    # of the same input; a variant with a hashing code path of its own folds them
+    # in process, a variant whose fold is the reference hasher's own gets its long folds
+    # from the test process's memo (tests/conftest.py): the same pure function of the same
+    # input; a variant with a fold of its own folds them
     driver: Driver = _stdio_driver(v) if v.transport == "stdio" else InProcessDriver(v.factory())
     try:
         results = run_cases(suite.all_cases(), driver)
