@@ -251,6 +251,11 @@ _fold_long_bytes_once()
 _validate_each_document_once()
 
 
+#: What :func:`pytest_unconfigure` stops: the reference service of this test process, and
+#: the controller's warm-up if it is still running.
+_STOPS: list[Callable[[], None]] = []
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """The suite cache filled once, before any worker starts.
 
@@ -260,17 +265,68 @@ def pytest_configure(config: pytest.Config) -> None:
     controlling process loads it first, so they all read it instead. A suite that does
     not load is left to the tests that load it, which say why.
     """
-    if hasattr(config, "workerinput"):  # a worker of pytest-xdist: the controller did it
-        return
+    if hasattr(config, "workerinput") or os.environ.get(WARMING):
+        return  # a worker of pytest-xdist, or the warm-up: the controller did it
     from kvconform.harness import cache, suite
 
     if cache.enabled():
+        if not cache.entry_path().is_file() and getattr(config.option, "numprocesses", None):
+            _compile_the_test_modules_meanwhile(config)
         with contextlib.suppress(Exception):
             suite.all_cases()
 
 
-#: What :func:`pytest_unconfigure` stops: the reference service of this test process.
-_STOPS: list[Callable[[], None]] = []
+#: Set in the environment of the warm-up of :func:`_compile_the_test_modules_meanwhile`.
+WARMING = "KVCONFORM_TESTS_WARMING_UP"
+
+
+def _compile_the_test_modules_meanwhile(config: pytest.Config) -> None:
+    """In a new checkout, the test modules compiled on the core the controller leaves idle.
+
+    pytest rewrites the asserts of every test module, and of every module of a pytest
+    plugin's distribution (all of Hypothesis), as it imports them, and keeps the result
+    beside the bytecode. In a new checkout there is none yet, and each worker of
+    pytest-xdist, starting at the same moment, rewrote them all again: about 2 s of CPU
+    each, while the controller had just spent its first seconds alone, one core idle,
+    loading the suite. So while it loads, a process of its own collects the same test
+    modules (``pytest --collect-only -n 0``, nothing run), which rewrites and keeps
+    them, and the workers find them done. Only the paths given under ``tests/`` are
+    collected (the scenarios and vectors are the suite the controller is loading).
+    Nothing depends on it: a module not yet done when a worker imports it is rewritten
+    by the worker, as before, and a warm-up still running at the end is stopped.
+    """
+    if sys.dont_write_bytecode:
+        return  # nothing would be kept
+    tests = REPO_ROOT / "tests"
+    given = config.args_source != pytest.Config.ArgsSource.TESTPATHS
+    base = config.invocation_params.dir if given else config.rootpath
+    paths = []
+    for arg in config.args:
+        path = Path(base, arg.split("::")[0]).resolve()
+        if path == tests or tests in path.parents:
+            paths.append(str(path))
+    if not paths:
+        return
+    import subprocess
+
+    try:
+        warming = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", *paths],
+            cwd=REPO_ROOT,
+            env={**os.environ, WARMING: "1"},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError:
+        return
+
+    def stop() -> None:
+        if warming.poll() is None:
+            warming.kill()
+        warming.wait()
+
+    _STOPS.append(stop)
 
 
 @pytest.hookimpl(trylast=True)
@@ -299,6 +355,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     reference's answers remembered, and served to the fixture adapters the tests start
     (``tests/reference_service.py``)."""
     config = session.config
+    if os.environ.get(WARMING):
+        return  # it runs nothing
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         _answer_each_reference_program_once()
         from tests import reference_service
