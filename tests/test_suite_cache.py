@@ -597,6 +597,7 @@ def _aged(path: Path, seconds_ago: float) -> Path:
     return path
 
 
+@pytest.mark.xdist_group("suite-fresh-load")
 def test_the_folder_keeps_the_entries_used_last(
     fresh: tuple[Case, ...], private_cache: Path
 ) -> None:

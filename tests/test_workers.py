@@ -48,6 +48,25 @@ def test_a_group_is_kept_on_one_worker(request: pytest.FixtureRequest) -> None:
     )
 
 
+#: A session fixture and the group of the tests that ask for it: each is made once on the
+#: one worker its group goes to.
+SHARED = {"fresh_suite": "suite-fresh-load"}
+
+
+def test_every_test_of_a_shared_fixture_is_in_its_group(request: pytest.FixtureRequest) -> None:
+    """A test that asks for a costly session fixture (itself or through another fixture)
+    without its group makes that fixture again on whichever worker it lands: a full load
+    of the suite, 1.4 to 2 s, without any test failing. Catches the mark left out."""
+    strays = [
+        item.nodeid
+        for item in request.session.items
+        for fixture, group in SHARED.items()
+        if fixture in getattr(item, "fixturenames", ())
+        and not any(mark.args[:1] == (group,) for mark in item.iter_markers("xdist_group"))
+    ]
+    assert not strays, f"not in their fixture's xdist_group: {strays}"
+
+
 def test_the_last_collection_runs_every_finalizer_before_the_heap_is_set_aside(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
