@@ -165,15 +165,26 @@ FOUND = [
 # ends on its own within a few seconds, and the shrunk program they assert on is then the
 # same on any machine. A budget of 1 s cut prefix-adapter-by-name's shrinking at 11
 # steps on a quiet machine and at 22 on a loaded one, failing the bound below.
+#
+# A mutant whose answers depend on where the allocator puts an object
+# (model-id-from-address: an id is the model's address) fails a program, or not, by the
+# heap it runs on. Its first failure can be two live models whose addresses came out of
+# order, which no shorter program then reproduced: once in about a dozen whole runs,
+# shrinking stopped at 22 steps. A counterexample longer than the bound is sought
+# again, at most twice; a deterministic mutant gives the same counterexample each time,
+# so for it nothing changes.
 @pytest.mark.parametrize("name, prop_id", FOUND, ids=[name for name, _ in FOUND])
 def test_the_generated_checks_find_a_mutant(name: str, prop_id: str) -> None:
     if name not in MUTANTS:
         pytest.skip(f"the corpus has no mutant {name!r} any more")
-    driver = InProcessDriver(MUTANTS[name].factory())
-    result = run_property(PROPERTIES_BY_ID[prop_id], driver, examples=200, seed=SEED)
-    assert result.verdict == "failed", f"{name} survived {prop_id}: {result.reason}"
-    cx = result.counterexample
-    assert cx is not None
+    for _ in range(3):
+        driver = InProcessDriver(MUTANTS[name].factory())
+        result = run_property(PROPERTIES_BY_ID[prop_id], driver, examples=200, seed=SEED)
+        assert result.verdict == "failed", f"{name} survived {prop_id}: {result.reason}"
+        cx = result.counterexample
+        assert cx is not None
+        if len(cx.program) <= 12:
+            break
     assert len(cx.program) <= 12, cx.listing()  # shrunk
     report = case_result(result).report()
     assert f"--seed {SEED}" in report and "reproduce" in report
