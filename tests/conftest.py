@@ -333,13 +333,15 @@ def _compile_the_test_modules_meanwhile(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Every cyclic garbage collected, then the survivors set aside, before pytest's last check.
 
-    After the last hook, pytest collects the whole heap five times over, to report an
-    exception raised in a finalizer (its ``unraisableexception`` plugin). A worker's heap
-    holds the suite several times over: the five walks took 1.75 to 3.7 s of each
-    worker, at the very end of the run. Here the collector runs until a collection finds
-    nothing (two walks, as a rule), under pytest's hook, so every finalizer the five walks
-    would have run runs now and is reported the same way; then ``gc.freeze`` sets the
-    survivors aside, and pytest's walks look only at what is made after this point.
+    After the last hook, pytest collects the whole heap again, to report an exception
+    raised in a finalizer (its ``unraisableexception`` plugin: five times over in pytest
+    8.4; in 9.1 once in its own ``pytest_unconfigure``, before this one, and once after
+    the last hook). A worker's heap holds the suite several times over: the five walks
+    took 1.75 to 3.7 s of each worker, at the very end of the run. Here the collector runs
+    until a collection finds nothing (two walks, as a rule), under pytest's hook, so
+    every finalizer those walks would have run runs now and is reported the same way;
+    then ``gc.freeze`` sets the survivors aside, and pytest's walks after the last hook
+    look only at what is made after this point.
     First, the reference service this process offered its fixture adapters stops.
     """
     del config
