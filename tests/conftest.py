@@ -294,6 +294,8 @@ def _compile_the_test_modules_meanwhile(config: pytest.Config) -> None:
     collected (the scenarios and vectors are the suite the controller is loading).
     Nothing depends on it: a module not yet done when a worker imports it is rewritten
     by the worker, as before, and a warm-up still running at the end is stopped.
+    Then it builds what Hypothesis's ``st.text()`` draws from
+    (:func:`pytest_collection_finish`).
     """
     if sys.dont_write_bytecode:
         return  # nothing would be kept
@@ -327,6 +329,24 @@ def _compile_the_test_modules_meanwhile(config: pytest.Config) -> None:
         warming.wait()
 
     _STOPS.append(stop)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """In the warm-up alone: the table of characters ``st.text()`` draws from, built once.
+
+    Its default alphabet is every character UTF-8 encodes; Hypothesis finds them by
+    encoding each of the 1,114,112 code points once (1.4 s of CPU) and keeps the result
+    under ``.hypothesis/`` in the current folder. In a new checkout two or three workers
+    built it at the same moment, each at its first ``st.text()`` (in
+    ``tests/test_fuzz.py`` and the reference's tests), 1.9 to 2.4 s of CPU each while
+    the other workers ran. The warm-up builds it once, after its collection, before the
+    workers run their first test; a worker that gets there first builds it as before.
+    """
+    if os.environ.get(WARMING):
+        import hypothesis.strategies as st
+
+        with contextlib.suppress(Exception):
+            st.text().validate()
 
 
 @pytest.hookimpl(trylast=True)
