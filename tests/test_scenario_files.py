@@ -248,8 +248,12 @@ def test_the_plugin_skips_undeclared_classes_with_the_reason(tmp_path: Path) -> 
         ),
         ("x: &x {y: *x}\n", "refers to the node that contains it"),
         ("kvconform: scenarios/2\narea: demo\narea: other\n", "'area' is given twice"),
-        ("a: " + "[" * 100 + "]" * 100 + "\n", "nested deeper than"),
-        ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nested"),
+        ("a: " + "[" * 100 + "]" * 100 + "\n", ":1: nested deeper than 64 levels"),
+        # past libyaml's own limit: refused as deep, at once (not after the pure
+        # scanner's second of work, as "nested too deeply")
+        ("a: " + "[" * 5000 + "]" * 5000 + "\n", ":1: nested deeper than 64 levels"),
+        # depth is checked before the keys: the first node past it, in the file's order
+        ("a: 1\na: 2\nb:\n  " + "[" * 100 + "]" * 100 + "\n", ":4: nested deeper than 64"),
     ],
 )
 def test_a_file_that_only_a_loader_would_accept_is_refused_with_its_line(

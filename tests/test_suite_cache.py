@@ -570,8 +570,27 @@ def test_the_fast_and_the_pure_yaml_loader_agree_on_every_shipped_file(
         "",
         "a: \x07bell\n",
         'a: "\\ud800"\nb: [\n',
+        "a: " + "[" * 5000 + "]" * 5000 + "\n",
+        "a: " + "[" * 20_000 + "]" * 20_000 + "\n",
+        "a: 1\na: 2\nb:\n  " + "[" * 100 + "]" * 100 + "\n",
+        "b: " + "[" * 64 + "x" + "]" * 64 + "\n",
+        "a:\n" + "".join("  " * i + "-\n" for i in range(1, 70)),
+        "a: [\nb: " + "[" * 100 + "]" * 100 + "\n",
     ],
-    ids=["unclosed", "indent", "python-tag", "empty", "non-printable", "surrogate-then-bad"],
+    ids=[
+        "unclosed",
+        "indent",
+        "python-tag",
+        "empty",
+        "non-printable",
+        "surrogate-then-bad",
+        "past-libyaml-depth",
+        "long-and-deep",
+        "duplicate-then-deep",
+        "scalar-past-depth",
+        "block-deep",
+        "unclosed-then-deep",
+    ],
 )
 def test_a_malformed_file_gives_the_pure_loaders_error_word_for_word(
     text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -585,6 +604,31 @@ def test_a_malformed_file_gives_the_pure_loaders_error_word_for_word(
         yamlsource.load_yaml(path)
     assert str(fast.value) == str(pure.value)
     assert str(path) in str(fast.value)
+
+
+@needs_libyaml
+@pytest.mark.parametrize(
+    "text",
+    [
+        "b: " + "[" * 63 + "x" + "]" * 63 + "\n",
+        "a: &a [x]\nb: " + "[" * 64 + "*a" + "]" * 64 + "\n",
+        "a: &a [x]\nb: " + "[" * 63 + "*a" + "]" * 63 + "\n",
+    ],
+    ids=["scalar-at-depth", "alias-past-depth", "alias-at-depth"],
+)
+def test_the_depth_is_counted_where_the_composer_meets_a_node(
+    text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node at the deepest level allowed loads, and an alias is the node it names,
+    met where its anchor stands: both loaders load these alike. Catches a depth counted
+    one level off, and an alias counted where it stands (the pure loader's guard and
+    the check after libyaml's parse must both skip it)."""
+    path = tmp_path / "deep.yaml"
+    path.write_text(text, encoding="utf-8")
+    fast = yamlsource.load_yaml(path)
+    monkeypatch.setattr(yamlsource, "_fast_loader", lambda: None)
+    pure = yamlsource.load_yaml(path)
+    assert canonical(fast.data) == canonical(pure.data)
 
 
 def _entries(folder: Path) -> list[str]:

@@ -13,7 +13,9 @@ the safe constructor refuses, libyaml refusing an escape PyYAML accepts (the
 suite's surrogate probes), or anything else -- the file is parsed again with
 :class:`yaml.SafeLoader`, so both the data and every error message are exactly
 the pure loader's. Text holding a character PyYAML's reader refuses goes to the
-pure loader directly, so the fast path never accepts what it would refuse.
+pure loader directly, so the fast path never accepts what it would refuse. Both
+refuse nesting past :data:`MAX_DEPTH` before anything else about a file's shape, at
+its first node past the depth (:func:`_pure_loader`, :func:`_check_depth`).
 
 ``yaml`` and ``jsonschema`` are imported on first use: a run whose suite comes
 from the cache (:mod:`.cache`) needs neither.
@@ -101,7 +103,7 @@ def load_yaml(path: Path) -> Document:
             return _parse(path, text, fast)
         except Exception:
             pass  # the pure loader below decides, and words any error
-    return _parse(path, text, yaml.SafeLoader)
+    return _parse(path, text, _pure_loader())
 
 
 #: Text this short cannot nest deeply enough to exhaust the C stack in libyaml's
@@ -153,6 +155,45 @@ def _fast_loader() -> type[yaml.SafeLoader] | None:
     return fast
 
 
+class _TooDeep(Exception):
+    """A node past :data:`MAX_DEPTH`, met while composing or before any other check."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(line)
+        self.line = line
+
+
+@cache
+def _pure_loader() -> type[yaml.SafeLoader]:
+    """:class:`yaml.SafeLoader`, refusing a node past :data:`MAX_DEPTH` as it composes it.
+
+    PyYAML's pure scanner does work in proportion to the depth for every token of a
+    flow collection, so it took about a second of CPU to reach its recursion limit in
+    text nested thousands of levels deep (libyaml stops at 1,000 levels, and any failure
+    of the fast parse comes here): the time a refusal of such a file took. Composing
+    stops at the first node past the depth instead, the node :func:`_check_depth`
+    refuses after a fast parse, and the scanner reads on only as far as its look-ahead
+    for a simple key (1,024 characters): 0.2 s for 5,000 or 50,000 levels of brackets.
+    An alias is the node it names, so it is not counted where it stands.
+    """
+    import yaml
+
+    class DepthGuardedLoader(yaml.SafeLoader):
+        _depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self._depth > MAX_DEPTH and not self.check_event(yaml.AliasEvent):
+                event = self.peek_event()  # type: ignore[no-untyped-call]
+                raise _TooDeep(event.start_mark.line + 1)
+            self._depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+
+    return DepthGuardedLoader
+
+
 def _parse(path: Path, text: str, loader_cls: type[yaml.SafeLoader]) -> Document:
     import yaml
 
@@ -168,6 +209,8 @@ def _parse(path: Path, text: str, loader_cls: type[yaml.SafeLoader]) -> Document
             raise SourceError(str(path), None, "", "the file is empty")
         _check_shape(path, node)
         data = loader.construct_document(node)
+    except _TooDeep as exc:
+        raise SourceError(str(path), exc.line, "", _NESTED_TOO_DEEP) from None
     except RecursionError:
         raise SourceError(str(path), None, "", "not valid YAML: nested too deeply") from None
     except ValueError as exc:  # a scalar its type cannot hold: a date, a 5,000-digit number
@@ -188,19 +231,23 @@ def _parse(path: Path, text: str, loader_cls: type[yaml.SafeLoader]) -> Document
 MAX_NODES = limits.MAX_YAML_NODES
 #: The deepest a file may nest mappings and sequences.
 MAX_DEPTH = limits.MAX_YAML_DEPTH
+_NESTED_TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels"
 
 
 def _check_shape(path: Path, root: yaml.Node) -> None:
     """Refuse what a safe loader still accepts but a data file has no use for.
 
+    - nesting deeper than :data:`MAX_DEPTH`, checked first (its first node past the
+      depth, in the file's order, as the pure loader refuses it while composing);
     - aliases that expand past :data:`MAX_NODES` nodes (a "billion laughs" file),
       or refer to themselves;
-    - nesting deeper than :data:`MAX_DEPTH`;
     - a key given twice in one mapping (a loader would silently keep the last).
 
     Sizes are counted once per node, so the check is linear in the file's size.
     """
     import yaml
+
+    _check_depth(path, root)
 
     sizes: dict[int, int] = {}
     open_nodes: set[int] = set()
@@ -209,15 +256,13 @@ def _check_shape(path: Path, root: yaml.Node) -> None:
     def fail(node: yaml.Node, problem: str) -> SourceError:
         return SourceError(str(path), node.start_mark.line + 1, "", problem)
 
-    def size(node: yaml.Node, depth: int) -> int:
+    def size(node: yaml.Node) -> int:
         known = sizes.get(id(node))
         if known is not None:
             aliased[0] = True
             return known
         if id(node) in open_nodes:
             raise fail(node, "an alias refers to the node that contains it")
-        if depth > MAX_DEPTH:
-            raise fail(node, f"nested deeper than {MAX_DEPTH} levels")
         total = 1
         open_nodes.add(id(node))
         if isinstance(node, yaml.MappingNode):
@@ -227,10 +272,10 @@ def _check_shape(path: Path, root: yaml.Node) -> None:
                     if key.value in seen:
                         raise fail(key, f"the key {key.value!r} is given twice in one mapping")
                     seen.add(key.value)
-                total += size(key, depth + 1) + size(value, depth + 1)
+                total += size(key) + size(value)
         elif isinstance(node, yaml.SequenceNode):
             for item in node.value:
-                total += size(item, depth + 1)
+                total += size(item)
         open_nodes.discard(id(node))
         if total > MAX_NODES:
             expanded = " once its aliases are expanded" if aliased[0] else ""
@@ -238,7 +283,36 @@ def _check_shape(path: Path, root: yaml.Node) -> None:
         sizes[id(node)] = total
         return total
 
-    size(root, 0)
+    size(root)
+
+
+def _check_depth(path: Path, root: yaml.Node) -> None:
+    """Refuse the first node past :data:`MAX_DEPTH`, in the file's order.
+
+    A node is counted where it is first met, as the composer met it: a node met again
+    is an alias of it (or, still open, an alias inside it), which the composer does
+    not descend into either. The walk stops past the depth, so it recurses at most
+    :data:`MAX_DEPTH` + 1 levels.
+    """
+    import yaml
+
+    seen: set[int] = set()
+
+    def walk(node: yaml.Node, depth: int) -> None:
+        if id(node) in seen:
+            return
+        if depth > MAX_DEPTH:
+            raise SourceError(str(path), node.start_mark.line + 1, "", _NESTED_TOO_DEEP)
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                walk(key, depth + 1)
+                walk(value, depth + 1)
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                walk(item, depth + 1)
+
+    walk(root, 0)
 
 
 def load_json(path: Path) -> Document:
