@@ -194,16 +194,19 @@ _VERSION_STATEMENTS = (
     re.compile(r"\(this one: specification (\d+\.\d+\.\d+),\s+suite (\d+\.\d+\.\d+)\)"),
     re.compile(r"\| suite \(scenarios and vectors\) \| \*\*(\d+\.\d+\.\d+)\*\* \|"),
     re.compile(r"\| specification \| (\d+\.\d+\.\d+) \|"),
+    re.compile(r"Specification (\d+\.\d+\.\d+), suite (\d+\.\d+\.\d+) \(`kvconform --version`"),
 )
 
 
 def test_every_document_states_this_release() -> None:
     """A document's own statement of the version it belongs to follows the release: the
     status line of each spec document, the release line of spec/README.md, conformance.md's
-    summary and INTERPRETING.md's table (6.1.0 shipped them saying 6.0.0 and 3.0.0)."""
+    summary, INTERPRETING.md's table and README.md's status (6.1.0 shipped them saying
+    6.0.0 and 3.0.0; 6.2.0's README said 6.1.0)."""
     root = Path(__file__).resolve().parent.parent
     stale, found = [], 0
-    for path in [*sorted((root / "spec").glob("*.md")), root / "conformance" / "INTERPRETING.md"]:
+    documents = [*sorted((root / "spec").glob("*.md")), root / "conformance" / "INTERPRETING.md"]
+    for path in [*documents, root / "README.md"]:
         text = path.read_text(encoding="utf-8")
         for pattern in _VERSION_STATEMENTS:
             for match in pattern.finditer(text):
