@@ -13,9 +13,9 @@ the safe constructor refuses, libyaml refusing an escape PyYAML accepts (the
 suite's surrogate probes), or anything else -- the file is parsed again with
 :class:`yaml.SafeLoader`, so both the data and every error message are exactly
 the pure loader's. Text holding a character PyYAML's reader refuses goes to the
-pure loader directly, so the fast path never accepts what it would refuse. Both
-refuse nesting past :data:`MAX_DEPTH` before anything else about a file's shape, at
-its first node past the depth (:func:`_pure_loader`, :func:`_check_depth`).
+pure loader directly, so the fast path never accepts what it would refuse. The pure
+loader refuses nesting past :data:`MAX_DEPTH` as it composes, at the first node past
+the depth, before anything else about the file's shape (:func:`_pure_loader`).
 
 ``yaml`` and ``jsonschema`` are imported on first use: a run whose suite comes
 from the cache (:mod:`.cache`) needs neither.
@@ -118,7 +118,7 @@ def _too_deep_for_libyaml(text: str, fast: type[yaml.SafeLoader]) -> bool:
     of 50,000 nested brackets ends the process with a segmentation fault before
     :func:`_check_shape` could refuse it. Its parser is not recursive, so the events
     are read first and the depth counted; deep (or unparsable) text goes to the pure
-    loader, which stops at Python's recursion limit and words the error.
+    loader, which stops composing past the depth and words the error.
     """
     if len(text) <= _SHALLOW_BY_SIZE:
         return False
@@ -156,7 +156,7 @@ def _fast_loader() -> type[yaml.SafeLoader] | None:
 
 
 class _TooDeep(Exception):
-    """A node past :data:`MAX_DEPTH`, met while composing or before any other check."""
+    """A node past :data:`MAX_DEPTH`, met by the pure loader as it composes."""
 
     def __init__(self, line: int) -> None:
         super().__init__(line)
@@ -171,10 +171,11 @@ def _pure_loader() -> type[yaml.SafeLoader]:
     flow collection, so it took about a second of CPU to reach its recursion limit in
     text nested thousands of levels deep (libyaml stops at 1,000 levels, and any failure
     of the fast parse comes here): the time a refusal of such a file took. Composing
-    stops at the first node past the depth instead, the node :func:`_check_depth`
-    refuses after a fast parse, and the scanner reads on only as far as its look-ahead
-    for a simple key (1,024 characters): 0.2 s for 5,000 or 50,000 levels of brackets.
-    An alias is the node it names, so it is not counted where it stands.
+    stops at the first node past the depth instead (a node :func:`_check_shape` refuses
+    too; a file it refuses after a fast parse comes here), and the scanner reads on only
+    as far as its look-ahead for a simple key (1,024 characters): 0.2 s for 5,000 or
+    50,000 levels of brackets. An alias is the node it names, so it is not counted
+    where it stands, as in :func:`_check_shape`.
     """
     import yaml
 
@@ -237,17 +238,15 @@ _NESTED_TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels"
 def _check_shape(path: Path, root: yaml.Node) -> None:
     """Refuse what a safe loader still accepts but a data file has no use for.
 
-    - nesting deeper than :data:`MAX_DEPTH`, checked first (its first node past the
-      depth, in the file's order, as the pure loader refuses it while composing);
     - aliases that expand past :data:`MAX_NODES` nodes (a "billion laughs" file),
       or refer to themselves;
+    - nesting deeper than :data:`MAX_DEPTH` (the pure loader refuses it earlier, as it
+      composes: :func:`_pure_loader`);
     - a key given twice in one mapping (a loader would silently keep the last).
 
     Sizes are counted once per node, so the check is linear in the file's size.
     """
     import yaml
-
-    _check_depth(path, root)
 
     sizes: dict[int, int] = {}
     open_nodes: set[int] = set()
@@ -256,13 +255,15 @@ def _check_shape(path: Path, root: yaml.Node) -> None:
     def fail(node: yaml.Node, problem: str) -> SourceError:
         return SourceError(str(path), node.start_mark.line + 1, "", problem)
 
-    def size(node: yaml.Node) -> int:
+    def size(node: yaml.Node, depth: int) -> int:
         known = sizes.get(id(node))
         if known is not None:
             aliased[0] = True
             return known
         if id(node) in open_nodes:
             raise fail(node, "an alias refers to the node that contains it")
+        if depth > MAX_DEPTH:
+            raise fail(node, _NESTED_TOO_DEEP)
         total = 1
         open_nodes.add(id(node))
         if isinstance(node, yaml.MappingNode):
@@ -272,10 +273,10 @@ def _check_shape(path: Path, root: yaml.Node) -> None:
                     if key.value in seen:
                         raise fail(key, f"the key {key.value!r} is given twice in one mapping")
                     seen.add(key.value)
-                total += size(key) + size(value)
+                total += size(key, depth + 1) + size(value, depth + 1)
         elif isinstance(node, yaml.SequenceNode):
             for item in node.value:
-                total += size(item)
+                total += size(item, depth + 1)
         open_nodes.discard(id(node))
         if total > MAX_NODES:
             expanded = " once its aliases are expanded" if aliased[0] else ""
@@ -283,36 +284,7 @@ def _check_shape(path: Path, root: yaml.Node) -> None:
         sizes[id(node)] = total
         return total
 
-    size(root)
-
-
-def _check_depth(path: Path, root: yaml.Node) -> None:
-    """Refuse the first node past :data:`MAX_DEPTH`, in the file's order.
-
-    A node is counted where it is first met, as the composer met it: a node met again
-    is an alias of it (or, still open, an alias inside it), which the composer does
-    not descend into either. The walk stops past the depth, so it recurses at most
-    :data:`MAX_DEPTH` + 1 levels.
-    """
-    import yaml
-
-    seen: set[int] = set()
-
-    def walk(node: yaml.Node, depth: int) -> None:
-        if id(node) in seen:
-            return
-        if depth > MAX_DEPTH:
-            raise SourceError(str(path), node.start_mark.line + 1, "", _NESTED_TOO_DEEP)
-        seen.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                walk(key, depth + 1)
-                walk(value, depth + 1)
-        elif isinstance(node, yaml.SequenceNode):
-            for item in node.value:
-                walk(item, depth + 1)
-
-    walk(root, 0)
+    size(root, 0)
 
 
 def load_json(path: Path) -> Document:
