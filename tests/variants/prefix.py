@@ -183,6 +183,103 @@ class VllmLikeChain(_PrefixShape):
         return hits * engine.block_size
 
 
+class _VllmPool(_VllmEngine):
+    """vLLM v1's block pool under the same chain (PREFIX-24, the last token left open).
+
+    A store is what vLLM does for a request that ran and finished: its hit search stops
+    one token short (vLLM never reuses a request's last token), so a request that ends
+    on a block boundary computes its last block again and both copies stay cached (the
+    pool does not de-duplicate); a block it reuses leaves the queue of free blocks; each
+    block it computes, the partial last one too, is taken from the front of that queue,
+    evicting the entry of the block there; when done, its blocks go to the back of the
+    queue last block first. With no capacity, nothing is evicted.
+    """
+
+    def __init__(self, block_size: int, capacity: int | None = None) -> None:
+        super().__init__(block_size)
+        self.capacity = capacity
+        #: The blocks holding each block hash: a copy is kept beside the first.
+        self.held: dict[bytes, list[int]] = {}
+        self.hash_of: dict[int, bytes] = {}
+        #: Blocks no request holds, the next one taken first.
+        self.free: dict[int, None] = {}
+        self.made = 0
+
+    def store(self, req: Req) -> None:
+        hashes = self.hashes(req)
+        reused: list[int] = []
+        for h in hashes[: (len(req.tokens) - 1) // self.block_size]:
+            if h not in self.held:
+                break
+            reused.append(self.held[h][0])
+        blocks = -(-len(req.tokens) // self.block_size)
+        spare = len(self.free) - sum(b in self.free for b in reused)
+        if self.capacity is not None and blocks - len(reused) > spare + self.capacity - self.made:
+            raise ValueError("a request longer than this engine's cache")
+        for block in reused:
+            self.free.pop(block, None)
+        taken = list(reused)
+        for index in range(len(reused), blocks):
+            block = self._take()
+            taken.append(block)
+            if index < len(hashes):  # a full block is cached; the partial one is not
+                self.held.setdefault(hashes[index], []).append(block)
+                self.hash_of[block] = hashes[index]
+        for block in reversed(taken):
+            self.free[block] = None
+
+    def _take(self) -> int:
+        if self.capacity is None or self.made < self.capacity:
+            self.made += 1
+            return self.made - 1
+        block = next(iter(self.free))
+        del self.free[block]
+        evicted = self.hash_of.pop(block, None)
+        if evicted is not None:
+            self.held[evicted].remove(block)
+            if not self.held[evicted]:
+                del self.held[evicted]
+        return block
+
+    def lookup(self, req: Req) -> int:
+        hits = 0
+        for h in self.hashes(req):
+            if h not in self.held:
+                break
+            hits += 1
+        return hits * self.block_size
+
+
+@variant(
+    "prefix-vllm-like-pool",
+    "the vLLM-like chain in vLLM's block pool: a request's last token never reused, so "
+    "one that ends on a block boundary computes its last block again and both copies "
+    "stay; bounded, blocks taken from the front of a queue of free blocks (the partial "
+    "last block too), a request's blocks given back last block first, a reused block "
+    "taken out of the queue, an evicted block's entry removed",
+)
+class VllmLikePool(VllmLikeChain):
+    bounded = True
+
+    def prefix_new(
+        self,
+        block_size: int,
+        model_name: str,
+        kv_dtype: str,
+        layout: str,
+        shard: str,
+        *,
+        capacity: int | None = None,
+    ) -> _VllmPool:
+        return _VllmPool(block_size, capacity)
+
+    def prefix_store(self, engine: _VllmPool, request: Req) -> None:
+        engine.store(request)
+
+    def prefix_lookup(self, engine: _VllmPool, request: Req) -> int:
+        return engine.lookup(request)
+
+
 # --- SGLang-like: an exact radix tree over pages, a typed namespace, a storage tier --
 
 
