@@ -203,14 +203,19 @@ _VERSION_STATEMENTS = (
     re.compile(r"\| suite \(scenarios and vectors\) \| \*\*(\d+\.\d+\.\d+)\*\* \|"),
     re.compile(r"\| specification \| (\d+\.\d+\.\d+) \|"),
     re.compile(r"Specification (\d+\.\d+\.\d+), suite (\d+\.\d+\.\d+) \(`kvconform --version`"),
+    re.compile(
+        r"Specification version \*\*(\d+\.\d+\.\d+)\*\*\. "
+        r"Conformance suite version \*\*(\d+\.\d+\.\d+)\*\*\."
+    ),
 )
 
 
 def test_every_document_states_this_release() -> None:
     """A document's own statement of the version it belongs to follows the release: the
     status line of each spec document, the release line of spec/README.md, conformance.md's
-    summary, INTERPRETING.md's table and README.md's status (6.1.0 shipped them saying
-    6.0.0 and 3.0.0; 6.2.0's README said 6.1.0)."""
+    summary, INTERPRETING.md's table, README.md's status and spec/README.md's heading
+    (6.1.0 shipped them saying 6.0.0 and 3.0.0; 6.2.0's README said 6.1.0; the heading
+    said 4.0.0 until 6.3.0)."""
     root = Path(__file__).resolve().parent.parent
     stale, found = [], 0
     documents = [*sorted((root / "spec").glob("*.md")), root / "conformance" / "INTERPRETING.md"]

@@ -753,6 +753,65 @@ class PrefixTierIgnoresModel(PrefixAdapter):
     cache_cls = _TierWithoutModel
 
 
+class _TierWithoutLayout(PrefixCache):
+    def _tier_keys(self, request: Request) -> list[bytes]:
+        saved = self.config
+        self.config = EngineConfig(saved.model, saved.kv_dtype, "", saved.shard)  # MUTATION
+        try:
+            return super()._tier_keys(request)
+        finally:
+            self.config = saved
+
+
+@mutant(
+    "prefix-tier-ignores-layout",
+    breaks=("PREFIX-21",),
+    half="under",
+    plausible="the tier is keyed as the in-memory cache is, and the layout is taken for "
+    "a detail of the kernels; a process with HND caches reads NHD blocks, heads as "
+    "positions",
+)
+class PrefixTierIgnoresLayout(PrefixAdapter):
+    cache_cls = _TierWithoutLayout
+
+
+@mutant(
+    "prefix-converted-tier-keys-layout",
+    breaks=("PREFIX-25",),
+    half="over",
+    plausible="the tier is declared to hold blocks in a format of its own, but the key "
+    "still names the layout of the process that wrote them, so no process of another "
+    "layout ever finds them",
+)
+class PrefixConvertedTierKeysLayout(PrefixAdapter):
+    def describe(self) -> AdapterInfo:
+        return declaring(super().describe(), prefix_tier_layout="converted")  # MUTATION
+
+
+class _TierWithoutLayoutOrDtype(PrefixCache):
+    def _tier_keys(self, request: Request) -> list[bytes]:
+        saved = self.config
+        self.config = EngineConfig(saved.model, "", "", saved.shard)  # MUTATION
+        try:
+            return super()._tier_keys(request)
+        finally:
+            self.config = saved
+
+
+@mutant(
+    "prefix-converted-tier-ignores-kv-dtype",
+    breaks=("PREFIX-21", "PREFIX-25"),
+    half="under",
+    plausible="a tier that converts layouts is taken to convert everything, the element "
+    "type too, and serves f16 blocks to a bf16 process as they are",
+)
+class PrefixConvertedTierIgnoresKvDtype(PrefixAdapter):
+    cache_cls = _TierWithoutLayoutOrDtype
+
+    def describe(self) -> AdapterInfo:
+        return declaring(super().describe(), prefix_tier_layout="converted")  # MUTATION
+
+
 class _TierWithoutShard(PrefixCache):
     def _tier_keys(self, request: Request) -> list[bytes]:
         saved = self.config

@@ -808,6 +808,23 @@ class LmcacheLikeTier(_PrefixShape):
         return found * engine.chunk
 
 
+@variant(
+    "prefix-lmcache-like-converted-tier",
+    "the LMCache-like tier holding chunks in a layout of its own, converted on write and "
+    "on read as LMCache's format is: the layout is no part of a chunk's key there, so a "
+    "process of another layout reuses what this one wrote (prefix_tier_layout: converted)",
+)
+class LmcacheLikeConvertedTier(LmcacheLikeTier):
+    prefix_options = MappingProxyType(
+        {**LmcacheLikeTier.prefix_options, "prefix_tier_layout": "converted"}
+    )
+
+    def prefix_new(
+        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+    ) -> _LmcacheEngine:
+        return _LmcacheEngine(block_size, model_name, kv_dtype, "lmcache", shard)
+
+
 # --- llama.cpp-server-like: the longest common prefix, no key ------------------------
 
 

@@ -12,6 +12,9 @@ declaration's answers by being asked differently, without a line of reuse logic 
 - ``prefix_adapter_identity: content`` (PREFIX-8): loads of equal weights are one
   identity, which is the reference's instance rule with a second load of equal weights
   in a process answered by the first instance.
+- ``prefix_tier_layout: converted`` (PREFIX-25): the layout is no part of a block's key
+  at the tier, which is the reference's keyed rule with every prefix cache made in one
+  layout.
 
 :class:`DeclaringAs` is the same reference describing itself as another implementation,
 to replay an exported counterexample under that implementation's declaration.
@@ -42,7 +45,8 @@ class _DeclaredCache(prefix.PrefixCache):
 
 class DeclaredReference(ReferenceAdapter):
     """The reference answering as an implementation declaring ``options`` would have to
-    (for ``prefix_partial`` and ``prefix_adapter_identity``; see the module)."""
+    (for ``prefix_partial``, ``prefix_adapter_identity`` and ``prefix_tier_layout``; see
+    the module)."""
 
     def __init__(
         self,
@@ -55,6 +59,7 @@ class DeclaredReference(ReferenceAdapter):
         declared = options or {}
         self.unit_blocks = _option(declared, "prefix_partial") == "tokens"
         self.content_adapters = _option(declared, "prefix_adapter_identity") == "content"
+        self.converted_layouts = _option(declared, "prefix_tier_layout") == "converted"
 
     def prefix_new(
         self,
@@ -69,6 +74,8 @@ class DeclaredReference(ReferenceAdapter):
         size = 1 if self.unit_blocks else block_size
         if capacity is not None and self.unit_blocks:
             capacity *= block_size  # the same positions, held as blocks of one (PREFIX-24)
+        if self.converted_layouts:
+            layout = "converted"  # one layout for every cache: the tier's own (PREFIX-25)
         config = prefix.EngineConfig(model_name, kv_dtype, layout, shard)
         return _DeclaredCache(size, config, capacity=capacity)
 
@@ -88,6 +95,7 @@ def declares_otherwise(info: AdapterInfo) -> bool:
     return (
         info.option("prefix_partial") == "tokens"
         or info.option("prefix_adapter_identity") == "content"
+        or info.option("prefix_tier_layout") == "converted"
     )
 
 

@@ -100,7 +100,8 @@ CHECKS: tuple[GeneratedCheck, ...] = (
         "across a difference (over-reuse).",
         basis="the reference's counts under your declared prefix options: under "
         "prefix_partial: tokens the reference with blocks of one position, under "
-        "prefix_adapter_identity: content with loads of equal weights as one identity; the "
+        "prefix_adapter_identity: content with loads of equal weights as one identity, under "
+        "prefix_tier_layout: converted with every prefix cache in one layout; the "
         "programs stay where your other prefix options give the same answer (your block "
         "size, no empty salt under refuse, caller ids that name the content under caller, "
         "no equal weights in one process under instance, a tier only under shared)",
@@ -117,6 +118,7 @@ CHECKS: tuple[GeneratedCheck, ...] = (
             "prefix-key-strength",
             "prefix-chain-root",
             "prefix-shared-tier",
+            "prefix-tier-layout",
         ),
     ),
 )

@@ -77,6 +77,7 @@ OPTIONS: Mapping[str, OptionSpec] = {
         OptionSpec("prefix_key", ("digest", "verified"), "digest", "PREFIX-19"),
         OptionSpec("prefix_root", ("seeded", "per_process"), "seeded", "PREFIX-20"),
         OptionSpec("prefix_tier", ("none", "shared"), "none", "PREFIX-21"),
+        OptionSpec("prefix_tier_layout", ("keyed", "converted"), "keyed", "PREFIX-25"),
     )
 }
 
@@ -138,6 +139,7 @@ DECISIONS: Mapping[str, tuple[str, ...]] = {
     "prefix-key-strength": ("PREFIX-19",),
     "prefix-chain-root": ("PREFIX-20",),
     "prefix-shared-tier": ("PREFIX-21", "PREFIX-22"),
+    "prefix-tier-layout": ("PREFIX-25",),
     "prefix-inputs": ("PREFIX-23",),
     "prefix-capacity": ("PREFIX-24",),
 }
@@ -169,4 +171,5 @@ OPTION_DECISIONS: Mapping[str, str] = {
     "PREFIX-19": "prefix-key-strength",
     "PREFIX-20": "prefix-chain-root",
     "PREFIX-21": "prefix-shared-tier",
+    "PREFIX-25": "prefix-tier-layout",
 }
