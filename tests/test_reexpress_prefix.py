@@ -168,7 +168,12 @@ def test_a_variant_of_one_block_size_is_judged_on_most_prefix_cases_and_passes(c
 
 
 #: Correct at a block of one position: a block is its first token, and no block is partial.
-RIGHT_AT_ONE = {"prefix-block-keyed-by-its-first-tokens", "prefix-partial-block-padded"}
+RIGHT_AT_ONE = {
+    "prefix-block-keyed-by-its-first-tokens",
+    "prefix-partial-block-padded",
+    "prefix-exact-tail-dropped",
+    "prefix-exact-tail-reused-in-part",
+}
 
 
 def _prefix_mutants() -> list[Mutant]:

@@ -6,7 +6,9 @@ field typed and length-delimited (PREFIX-16). The first block's parent is a root
 derived from the request's namespace: its salt, its user key and its adapter
 (PREFIX-7, PREFIX-13, PREFIX-15), so the chain carries them to every later block
 (PREFIX-12). Only full blocks are stored and reused (PREFIX-5, option
-``prefix_partial: none``).
+``prefix_partial: none``); a cache made with ``partial_tail`` also keeps a request's
+partial last block, whole, its record holding its own count of tokens (the option's
+value ``exact_tail``).
 
 A shared tier is a set of keys that outlives any one prefix cache. A tier key is
 the same chain computed with portable identities only (the adapter's weights, not
@@ -133,6 +135,13 @@ class Request:
     def full_blocks(self, block_size: int) -> int:
         return len(self.tokens) // block_size
 
+    def block_lengths(self, block_size: int, partial_tail: bool) -> list[int]:
+        """The number of positions of each block a chain covers: the full blocks, and
+        under ``partial_tail`` the partial last one too (PREFIX-5, ``exact_tail``)."""
+        lengths = [block_size] * self.full_blocks(block_size)
+        rest = len(self.tokens) % block_size
+        return [*lengths, rest] if partial_tail and rest else lengths
+
     def namespace(self, adapter_identity: bytes | None) -> bytes:
         """The record the chain's root holds: salt, user key, adapter (PREFIX-13, -15, -7)."""
         adapter = b"\x00" if adapter_identity is None else b"\x01" + adapter_identity
@@ -158,12 +167,14 @@ class Request:
         return b"".join(out)
 
 
-def chain(request: Request, block_size: int, root: bytes) -> Iterator[bytes]:
-    """The identity of each full block, first to last: each digest holds its parent's
-    (PREFIX-4, PREFIX-12). Computed as it is read, so a reader that stops at a block
-    computes nothing after it."""
+def chain(
+    request: Request, block_size: int, root: bytes, partial_tail: bool = False
+) -> Iterator[bytes]:
+    """The identity of each full block (and under ``partial_tail`` of the partial last
+    one), first to last: each digest holds its parent's (PREFIX-4, PREFIX-12). Computed
+    as it is read, so a reader that stops at a block computes nothing after it."""
     parent = root
-    for index in range(request.full_blocks(block_size)):
+    for index in range(len(request.block_lengths(block_size, partial_tail))):
         parent = _digest(_TAG_PARENT, parent, request.block_record(index, block_size))
         yield parent
 
@@ -213,12 +224,16 @@ class PrefixCache:
     (PREFIX-24): ``blocks`` keeps its keys in the order they were last stored, a key
     stored again moves to the end, and the first is dropped while there are too many.
     A dropped key is gone from the one table a lookup reads, so no entry outlives it.
+
+    With ``partial_tail`` a request's partial last block is a block too, kept and
+    reused whole (option ``prefix_partial: exact_tail``, PREFIX-5).
     """
 
     block_size: int
     config: EngineConfig
     tier: SharedTier | None = None
     capacity: int | None = None
+    partial_tail: bool = False
     #: The keys held, least recently stored first (a dict used as an ordered set).
     blocks: dict[bytes, None] = field(default_factory=dict)
 
@@ -230,7 +245,8 @@ class PrefixCache:
 
     def _local_keys(self, request: Request) -> Iterable[bytes]:
         adapter = request.adapter.local_identity() if request.adapter else None
-        return chain(request, self.block_size, _digest(request.namespace(adapter)))
+        root = _digest(request.namespace(adapter))
+        return chain(request, self.block_size, root, self.partial_tail)
 
     def _tier_keys(self, request: Request) -> Iterable[bytes]:
         """The tier's keys: the in-memory record with portable identities, under a root
@@ -244,7 +260,8 @@ class PrefixCache:
             + _text(self.config.shard)
             + _u64(self.block_size)
         )
-        return chain(request, self.block_size, _digest(engine, request.namespace(adapter)))
+        root = _digest(engine, request.namespace(adapter))
+        return chain(request, self.block_size, root, self.partial_tail)
 
     def store(self, request: Request) -> None:
         """Hold every full block of a computed request; write them to the tier too.
@@ -268,10 +285,12 @@ class PrefixCache:
         whole blocks, found in memory or at the tier, up to the first miss. Stores nothing."""
         local = self._local_keys(request)
         shared = self._tier_keys(request) if self.tier is not None else itertools.repeat(b"")
+        lengths = request.block_lengths(self.block_size, self.partial_tail)
         reused = 0
-        for mine, theirs in zip(local, shared, strict=False):  # one of each at a time, to a miss
+        # one key of each at a time, to a miss
+        for mine, theirs, length in zip(local, shared, lengths, strict=False):
             if mine in self.blocks or (self.tier is not None and self.tier.holds(theirs)):
-                reused += 1
+                reused += length
             else:
                 break
-        return reused * self.block_size
+        return reused

@@ -753,6 +753,64 @@ class PrefixTierIgnoresModel(PrefixAdapter):
     cache_cls = _TierWithoutModel
 
 
+class PrefixExactTailAdapter(PrefixAdapter):
+    """The reference declaring ``prefix_partial: exact_tail``, its caches keeping a
+    request's partial last block whole."""
+
+    def describe(self) -> AdapterInfo:
+        return declaring(super().describe(), prefix_partial="exact_tail")
+
+    def prefix_new(
+        self,
+        block_size: int,
+        model_name: str,
+        kv_dtype: str,
+        layout: str,
+        shard: str,
+        *,
+        capacity: int | None = None,
+    ) -> PrefixCache:
+        config = EngineConfig(model_name, kv_dtype, layout, shard)
+        return self.cache_cls(block_size, config, capacity=capacity, partial_tail=True)
+
+
+class _TailDropped(PrefixCache):
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.partial_tail = False  # MUTATION: the partial last block is never kept
+
+
+@mutant(
+    "prefix-exact-tail-dropped",
+    breaks=("PREFIX-5",),
+    half="over",
+    plausible="save_unfull_chunk is declared, but the engine is configured with it off: "
+    "every request recomputes its partial last chunk",
+)
+class PrefixExactTailDropped(PrefixExactTailAdapter):
+    cache_cls = _TailDropped
+
+
+class _TailReusedInPart(PrefixCache):
+    def lookup(self, request: Request) -> int:
+        best = super().lookup(request)
+        for n in range(len(request.tokens) - 1, 0, -1):
+            # MUTATION: a stored partial block reused where the request's block starts with it
+            best = max(best, super().lookup(replace(request, tokens=request.tokens[:n])))
+        return best
+
+
+@mutant(
+    "prefix-exact-tail-reused-in-part",
+    breaks=("PREFIX-5", "PREFIX-1"),
+    half="under",
+    plausible="a stored partial block is taken for a prefix of any block that starts with "
+    "its tokens, as partial matching would, though the engine declares whole tails only",
+)
+class PrefixExactTailReusedInPart(PrefixExactTailAdapter):
+    cache_cls = _TailReusedInPart
+
+
 class _TierWithoutLayout(PrefixCache):
     def _tier_keys(self, request: Request) -> list[bytes]:
         saved = self.config

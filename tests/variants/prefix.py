@@ -754,7 +754,7 @@ class _LmcacheEngine:
         tags = {"salt": req.salt, "user_key": req.user_key, "lora": lora}
         parent = hashlib.sha256(json.dumps(tags, sort_keys=True).encode()).hexdigest()
         out = []
-        for index in range(len(req.tokens) // self.chunk):
+        for index in range(self.chunk_count(req)):
             first = index * self.chunk
             spans = [
                 list(s[:6]) if s[0] == "media" else list(s)
@@ -764,6 +764,9 @@ class _LmcacheEngine:
             parent = hashlib.sha256(body.encode()).hexdigest()
             out.append(parent)
         return out
+
+    def chunk_count(self, req: Req) -> int:
+        return len(req.tokens) // self.chunk
 
     def engine_keys(self, req: Req) -> list[tuple[str, str, str, str, str]]:
         model, shard, dtype, layout = self.meta
@@ -823,6 +826,47 @@ class LmcacheLikeConvertedTier(LmcacheLikeTier):
         self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
     ) -> _LmcacheEngine:
         return _LmcacheEngine(block_size, model_name, kv_dtype, "lmcache", shard)
+
+
+class _LmcacheUnfullEngine(_LmcacheEngine):
+    """LMCache with ``save_unfull_chunk``: the partial last chunk is a chunk of its own,
+    keyed by exactly its tokens after its prefix."""
+
+    def lengths(self, req: Req) -> list[int]:
+        full, rest = divmod(len(req.tokens), self.chunk)
+        return [self.chunk] * full + ([rest] if rest else [])
+
+    def chunk_count(self, req: Req) -> int:
+        return len(self.lengths(req))
+
+
+@variant(
+    "prefix-lmcache-like-unfull-chunks",
+    "the LMCache-like tier with save_unfull_chunk: a request's partial last chunk kept, "
+    "keyed by exactly its tokens after its prefix, and reused only whole "
+    "(prefix_partial: exact_tail)",
+)
+class LmcacheLikeUnfullChunks(LmcacheLikeTier):
+    prefix_options = MappingProxyType(
+        {**LmcacheLikeTier.prefix_options, "prefix_partial": "exact_tail"}
+    )
+
+    def prefix_new(
+        self, block_size: int, model_name: str, kv_dtype: str, layout: str, shard: str
+    ) -> _LmcacheEngine:
+        return _LmcacheUnfullEngine(block_size, model_name, kv_dtype, layout, shard)
+
+    def prefix_lookup(self, engine: _LmcacheEngine, request: Req) -> int:
+        assert isinstance(engine, _LmcacheUnfullEngine)
+        found = 0
+        remote = engine.engine_keys(request)
+        lengths = engine.lengths(request)
+        for index, h in enumerate(engine.chunk_hashes(request)):
+            shared = engine.store is not None and engine.store.contains(remote[index])
+            if h not in engine.local and not shared:
+                break
+            found += lengths[index]
+        return found
 
 
 # --- llama.cpp-server-like: the longest common prefix, no key ------------------------

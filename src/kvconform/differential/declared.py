@@ -2,7 +2,7 @@
 
 The reference (``kvconform_reference``) answers every option by its default. The
 generated programs stay where an implementation's declaration gives the same answers,
-with two exceptions of the class ``prefix_cache``, where the reference gives another
+with these exceptions of the class ``prefix_cache``, where the reference gives another
 declaration's answers by being asked differently, without a line of reuse logic here:
 
 - ``prefix_partial: tokens`` (PREFIX-5): a position is reused exactly when it was
@@ -12,6 +12,9 @@ declaration's answers by being asked differently, without a line of reuse logic 
 - ``prefix_adapter_identity: content`` (PREFIX-8): loads of equal weights are one
   identity, which is the reference's instance rule with a second load of equal weights
   in a process answered by the first instance.
+- ``prefix_partial: exact_tail`` (PREFIX-5): the reference's caches made keeping a
+  request's partial last block whole (``PrefixCache.partial_tail``), the rule written
+  out in the reference.
 - ``prefix_tier_layout: converted`` (PREFIX-25): the layout is no part of a block's key
   at the tier, which is the reference's keyed rule with every prefix cache made in one
   layout.
@@ -58,6 +61,7 @@ class DeclaredReference(ReferenceAdapter):
         super().__init__(writes=writes, reads=reads, revision=revision)
         declared = options or {}
         self.unit_blocks = _option(declared, "prefix_partial") == "tokens"
+        self.partial_tail = _option(declared, "prefix_partial") == "exact_tail"
         self.content_adapters = _option(declared, "prefix_adapter_identity") == "content"
         self.converted_layouts = _option(declared, "prefix_tier_layout") == "converted"
 
@@ -77,7 +81,7 @@ class DeclaredReference(ReferenceAdapter):
         if self.converted_layouts:
             layout = "converted"  # one layout for every cache: the tier's own (PREFIX-25)
         config = prefix.EngineConfig(model_name, kv_dtype, layout, shard)
-        return _DeclaredCache(size, config, capacity=capacity)
+        return _DeclaredCache(size, config, capacity=capacity, partial_tail=self.partial_tail)
 
     def lora_load(
         self, cache: prefix.PrefixCache, adapter_name: str, weights: str
@@ -93,7 +97,7 @@ class DeclaredReference(ReferenceAdapter):
 def declares_otherwise(info: AdapterInfo) -> bool:
     """Whether the implementation's prefix answers differ from the reference's defaults."""
     return (
-        info.option("prefix_partial") == "tokens"
+        info.option("prefix_partial") in ("tokens", "exact_tail")
         or info.option("prefix_adapter_identity") == "content"
         or info.option("prefix_tier_layout") == "converted"
     )

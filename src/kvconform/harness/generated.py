@@ -100,6 +100,7 @@ CHECKS: tuple[GeneratedCheck, ...] = (
         "across a difference (over-reuse).",
         basis="the reference's counts under your declared prefix options: under "
         "prefix_partial: tokens the reference with blocks of one position, under "
+        "exact_tail the reference keeping a partial last block whole, under "
         "prefix_adapter_identity: content with loads of equal weights as one identity, under "
         "prefix_tier_layout: converted with every prefix cache in one layout; the "
         "programs stay where your other prefix options give the same answer (your block "

@@ -68,7 +68,7 @@ OPTIONS: Mapping[str, OptionSpec] = {
         OptionSpec("clear_storage", ("reallocate", "release"), "reallocate", "ALLOC-20"),
         OptionSpec("append_empty", ("accept", "refuse"), "accept", "ALLOC-21"),
         # The class prefix_cache (CONF-16, spec/prefix.md).
-        OptionSpec("prefix_partial", ("none", "tokens"), "none", "PREFIX-5"),
+        OptionSpec("prefix_partial", ("none", "tokens", "exact_tail"), "none", "PREFIX-5"),
         OptionSpec("prefix_block_size", PREFIX_BLOCK_SIZES, "any", "PREFIX-6"),
         OptionSpec("prefix_adapter_identity", ("instance", "content"), "instance", "PREFIX-8"),
         OptionSpec("prefix_media_identity", ("content", "caller"), "content", "PREFIX-11"),
