@@ -37,6 +37,8 @@ class PrefixAdapter(ReferenceAdapter):
     request_cls: type[Request] = Request
     adapter_cls: type[Adapter] = Adapter
     media_cls: type[MediaItem] = MediaItem
+    #: Whether its caches keep a request's partial last block (``prefix_partial: exact_tail``).
+    partial_tail: bool = False
 
     def prefix_new(
         self,
@@ -49,7 +51,7 @@ class PrefixAdapter(ReferenceAdapter):
         capacity: int | None = None,
     ) -> PrefixCache:
         config = EngineConfig(model_name, kv_dtype, layout, shard)
-        return self.cache_cls(block_size, config, capacity=capacity)
+        return self.cache_cls(block_size, config, capacity=capacity, partial_tail=self.partial_tail)
 
     def lora_load(self, cache: PrefixCache, adapter_name: str, weights: str) -> Adapter:
         return self.adapter_cls(adapter_name, weights)
@@ -757,21 +759,10 @@ class PrefixExactTailAdapter(PrefixAdapter):
     """The reference declaring ``prefix_partial: exact_tail``, its caches keeping a
     request's partial last block whole."""
 
+    partial_tail = True
+
     def describe(self) -> AdapterInfo:
         return declaring(super().describe(), prefix_partial="exact_tail")
-
-    def prefix_new(
-        self,
-        block_size: int,
-        model_name: str,
-        kv_dtype: str,
-        layout: str,
-        shard: str,
-        *,
-        capacity: int | None = None,
-    ) -> PrefixCache:
-        config = EngineConfig(model_name, kv_dtype, layout, shard)
-        return self.cache_cls(block_size, config, capacity=capacity, partial_tail=True)
 
 
 class _TailDropped(PrefixCache):
