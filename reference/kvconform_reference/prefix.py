@@ -264,7 +264,8 @@ class PrefixCache:
         return chain(request, self.block_size, root, self.partial_tail)
 
     def store(self, request: Request) -> None:
-        """Hold every full block of a computed request; write them to the tier too.
+        """Hold every full block of a computed request (and under ``partial_tail`` its
+        partial last block); write them to the tier too.
 
         Store and lookup compute keys with the same functions (PREFIX-18).
         """
@@ -282,7 +283,8 @@ class PrefixCache:
 
     def lookup(self, request: Request) -> int:
         """The leading positions of ``request`` this cache would reuse (PREFIX-1, PREFIX-2):
-        whole blocks, found in memory or at the tier, up to the first miss. Stores nothing."""
+        whole blocks (a partial last one too, whole, under ``partial_tail``), found in memory
+        or at the tier, up to the first miss. Stores nothing."""
         local = self._local_keys(request)
         shared = self._tier_keys(request) if self.tier is not None else itertools.repeat(b"")
         lengths = request.block_lengths(self.block_size, self.partial_tail)
