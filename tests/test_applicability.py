@@ -130,6 +130,31 @@ def test_option_scenarios_follow_the_declared_answer() -> None:
     assert all(r.verdict == "not_applicable" and "(CONF-6)" in r.reason for r in for_refuse)
 
 
+@pytest.mark.covers("PREFIX-5")
+def test_a_case_for_none_applies_under_exact_tail_only_where_no_block_is_partial() -> None:
+    """Under ``prefix_partial: exact_tail`` a case written for ``none`` is judged as
+    written when every request fills whole blocks, and set aside when one does not:
+    fails a harness that sets every ``none`` case aside (judging less than it may) and
+    one that judges a case with a partial block, whose answer differs."""
+    from kvconform.harness.declarations import option_not_declared
+
+    info = replace(
+        ReferenceAdapter().describe(),
+        options={**ReferenceAdapter().describe().options, "prefix_partial": "exact_tail"},
+    )
+    for_none = {
+        c.id: option_not_declared(c, info)
+        for c in suite.all_cases()
+        if ("prefix_partial", "none") in c.options
+    }
+    assert for_none["prefix.reuse.token-change-in-the-last-block"] is None  # 12 tokens, blocks of 4
+    assert for_none["prefix.partial.divergence-inside-a-block-under-none"] is None
+    assert "(CONF-6)" in str(for_none["prefix.partial.tail-is-not-stored-in-whole-blocks"])
+    assert "(CONF-6)" in str(for_none["prefix.reuse.block-size-two"])
+    tokens = replace(info, options={**info.options, "prefix_partial": "tokens"})
+    assert all(option_not_declared(c, tokens) for c in suite.all_cases() if c.id in for_none)
+
+
 @pytest.mark.parametrize(
     "writes, reads, reason",
     [(None, frozenset(), "format.writes: null"), (None, frozenset({1}), "format.writes: null")],
