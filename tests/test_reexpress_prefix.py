@@ -173,6 +173,7 @@ RIGHT_AT_ONE = {
     "prefix-partial-block-padded",
     "prefix-exact-tail-dropped",
     "prefix-exact-tail-reused-in-part",
+    "prefix-exact-tail-kept-out-of-the-tier",
 }
 
 

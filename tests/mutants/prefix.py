@@ -802,6 +802,26 @@ class PrefixExactTailReusedInPart(PrefixExactTailAdapter):
     cache_cls = _TailReusedInPart
 
 
+class _TailKeptOutOfTheTier(PrefixCache):
+    def _tier_keys(self, request: Request) -> list[bytes]:
+        self.partial_tail = False  # MUTATION: the partial last block stays in memory only
+        try:
+            return list(super()._tier_keys(request))
+        finally:
+            self.partial_tail = True
+
+
+@mutant(
+    "prefix-exact-tail-kept-out-of-the-tier",
+    breaks=("PREFIX-5", "PREFIX-22"),
+    half="over",
+    plausible="the offload path writes full chunks only, while the in-memory cache keeps "
+    "the partial one: another process recomputes every tail",
+)
+class PrefixExactTailKeptOutOfTheTier(PrefixExactTailAdapter):
+    cache_cls = _TailKeptOutOfTheTier
+
+
 class _TierWithoutLayout(PrefixCache):
     def _tier_keys(self, request: Request) -> list[bytes]:
         saved = self.config
