@@ -91,6 +91,8 @@ FLAGS = {
     "prefix-adapter-content": ["--prefix-adapter-identity", "content"],
     "prefix-media-caller": ["--prefix-media-identity", "caller"],
     "prefix-empty-salt-refused": ["--prefix-empty-salt", "refuse"],
+    "prefix-partial-exact-tail": ["--prefix-partial", "exact_tail"],
+    "prefix-tier-converted": ["--prefix-tier-layout", "converted"],
 }
 #: The prefix_cache cases each of those declarations must pass: the cases written for
 #: the option value it declares (the flag's point is to run them).
@@ -108,6 +110,12 @@ FLAG_CASES = {
         "prefix.media.caller-id-still-keys-shape-and-place",
     ),
     "prefix-empty-salt-refused": ("prefix.salt.empty-is-refused",),
+    "prefix-partial-exact-tail": (
+        "prefix.partial.exact-tail-is-reused-whole-and-only-whole",
+        "prefix.partial.exact-tail-is-found-through-the-tier",
+        "prefix.reuse.block-size-two-in-whole-blocks",
+    ),
+    "prefix-tier-converted": ("prefix.tier.other-layout-is-reused-when-converted",),
 }
 
 

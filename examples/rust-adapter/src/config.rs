@@ -3,7 +3,7 @@
 //! The declaration of the `hello` answer (contract "Declarations (hello
 //! answer)") is fixed for the life of the process: the format versions
 //! written and read, the `profile_v2_revision` and `plan_key_window`
-//! options, and five options of the class `prefix_cache`. Nothing else is
+//! options, and six options of the class `prefix_cache`. Nothing else is
 //! configurable.
 //!
 //! ```text
@@ -11,18 +11,21 @@
 //! --reads 1,2                           the versions read (default: the one written)
 //! --v2-revision split_width|layout_only (default split_width)
 //! --plan-key-window keyed|structure     (default keyed)
-//! --prefix-partial none|tokens          (default none)
+//! --prefix-partial none|tokens|exact_tail (default none)
 //! --prefix-salt-scope root|every_block  (default every_block)
 //! --prefix-adapter-identity instance|content (default instance)
 //! --prefix-media-identity content|caller     (default content)
 //! --prefix-empty-salt distinct|refuse        (default distinct)
+//! --prefix-tier-layout keyed|converted       (default keyed)
 //! ```
 //!
 //! Each flag takes its value as the next argument or after `=`
 //! (`--writes=2`). A flag given twice, an unknown flag or value, or a readable
 //! set that leaves out the written version is refused.
 
-use crate::prefix::{self, AdapterIdentity, Choices, EmptySalt, MediaIdentity, Partial, SaltScope};
+use crate::prefix::{
+    self, AdapterIdentity, Choices, EmptySalt, MediaIdentity, Partial, SaltScope, TierLayout,
+};
 use crate::signature::{Profile, Revision, DEFINED_VERSIONS};
 
 /// How a model parameter named `sliding_window` enters the plan key
@@ -73,9 +76,9 @@ pub enum Invocation {
 
 pub const USAGE: &str = "usage: kvconform-rust-adapter [--writes 1|2] [--reads 1,2] \
 [--v2-revision split_width|layout_only] [--plan-key-window keyed|structure] \
-[--prefix-partial none|tokens] [--prefix-salt-scope root|every_block] \
+[--prefix-partial none|tokens|exact_tail] [--prefix-salt-scope root|every_block] \
 [--prefix-adapter-identity instance|content] [--prefix-media-identity content|caller] \
-[--prefix-empty-salt distinct|refuse]";
+[--prefix-empty-salt distinct|refuse] [--prefix-tier-layout keyed|converted]";
 
 /// Read the flags (without the program name). An `Err` is the one line to
 /// print before exiting with status 2.
@@ -92,6 +95,7 @@ where
     let mut adapter_identity: Option<AdapterIdentity> = None;
     let mut media_identity: Option<MediaIdentity> = None;
     let mut empty_salt: Option<EmptySalt> = None;
+    let mut tier_layout: Option<TierLayout> = None;
 
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -149,6 +153,10 @@ where
                 let parsed = choice(&flag, EmptySalt::VALUES, &value()?)?;
                 set(&mut empty_salt, &flag, parsed)?
             }
+            "--prefix-tier-layout" => {
+                let parsed = choice(&flag, TierLayout::VALUES, &value()?)?;
+                set(&mut tier_layout, &flag, parsed)?
+            }
             _ => return Err(format!("unknown argument {arg:?} ({USAGE})")),
         }
     }
@@ -176,6 +184,7 @@ where
                 adapter_identity: adapter_identity.unwrap_or(ours.adapter_identity),
                 media_identity: media_identity.unwrap_or(ours.media_identity),
                 empty_salt: empty_salt.unwrap_or(ours.empty_salt),
+                tier_layout: tier_layout.unwrap_or(ours.tier_layout),
             }
         },
     }))
@@ -268,6 +277,10 @@ mod tests {
         assert_eq!(c.prefix.partial, Partial::None);
         let c = config("--prefix-partial tokens");
         assert_eq!(c.prefix.partial, Partial::Tokens);
+        let c = config("--prefix-partial exact_tail --prefix-tier-layout converted");
+        assert_eq!(c.prefix.partial, Partial::ExactTail);
+        assert_eq!(c.prefix.tier_layout, TierLayout::Converted);
+        assert_eq!(config("").prefix.tier_layout, TierLayout::Keyed);
     }
 
     #[test]
@@ -285,6 +298,7 @@ mod tests {
             "--plan-key-window window",
             "--prefix-salt-scope block",
             "--prefix-partial some",
+            "--prefix-tier-layout raw",
             "--prefix-empty-salt",
             "--prefix-media-identity caller --prefix-media-identity content",
             "--writes 1 --writes 1",

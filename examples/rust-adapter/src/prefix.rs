@@ -29,6 +29,7 @@ mod tier;
 
 pub use options::{
     named, AdapterIdentity, Choices, EmptySalt, MediaIdentity, Options, Partial, SaltScope,
+    TierLayout,
 };
 use record::{label_digest, tag, Record, SCHEME};
 
@@ -266,15 +267,16 @@ impl PrefixCache {
         })
     }
 
-    /// Hold at most `blocks` blocks (PREFIX-24). Only under `prefix_partial:
-    /// none`, where each checkpoint is a whole block; the adapter declares
-    /// `prefix_capacity` only then.
+    /// Hold at most `blocks` blocks (PREFIX-24). Not under `prefix_partial:
+    /// tokens`, where a block has a checkpoint per position; under `none` and
+    /// `exact_tail` each checkpoint is a block (a kept partial last block
+    /// counts as one), and the adapter declares `prefix_capacity` only then.
     pub fn bound(&mut self, blocks: u64) -> Result<(), String> {
         if blocks == 0 {
             return Err("capacity: a cache holds at least one block".into());
         }
-        if self.options.partial != Partial::None {
-            return Err("capacity: only under prefix_partial: none".into());
+        if self.options.partial == Partial::Tokens {
+            return Err("capacity: not under prefix_partial: tokens".into());
         }
         self.capacity = Some(blocks);
         Ok(())
@@ -337,10 +339,12 @@ impl PrefixCache {
     }
 
     /// The request's checkpoints, in order. Under `prefix_partial: none`
-    /// one per full block (PREFIX-5); under `tokens` one per position, each
-    /// naming its block's leading positions up to it, so a lookup can stop
-    /// inside a block but never past a position the stored request had.
-    /// Either way a whole block's id is the next block's parent.
+    /// one per full block (PREFIX-5); under `exact_tail` the partial last
+    /// block too, whose record counts its tokens, so only a request ending
+    /// with exactly those positions meets it; under `tokens` one per
+    /// position, each naming its block's leading positions up to it, so a
+    /// lookup can stop inside a block but never past a position the stored
+    /// request had. Either way a whole block's id is the next block's parent.
     fn checkpoints(&self, request: &Request, scope: Scope) -> Vec<Checkpoint> {
         let length = request.tokens.len() as u64;
         let mut parent = self.root(request, scope);
@@ -352,6 +356,7 @@ impl PrefixCache {
             let stops = match self.options.partial {
                 Partial::None if whole => end..=end,
                 Partial::None => break,
+                Partial::ExactTail => end..=end,
                 Partial::Tokens => first + 1..=end,
             };
             for stop in stops {
@@ -368,14 +373,22 @@ impl PrefixCache {
     }
 
     /// The chain's root: fixed for a scheme (a seeded root, PREFIX-20), plus
-    /// the engine at a shared tier (PREFIX-21) and the salt under `root`.
+    /// the engine at a shared tier (PREFIX-21; its layout only where the tier
+    /// keeps blocks as written, PREFIX-25) and the salt under `root`.
     fn root(&self, request: &Request, scope: Scope) -> BlockId {
         let mut record = Record::default();
         record.tag(tag::SCHEME).text(SCHEME);
         if scope == Scope::Shared {
             let e = &self.engine;
+            let layout = match self.options.tier_layout {
+                TierLayout::Keyed => Some(e.layout.as_str()),
+                TierLayout::Converted => None,
+            };
             record.tag(tag::ENGINE).text(&e.model).text(&e.kv_dtype);
-            record.text(&e.layout).text(&e.shard).u64(self.block_size);
+            record
+                .optional_text(layout)
+                .text(&e.shard)
+                .u64(self.block_size);
         }
         if self.options.salt_scope == SaltScope::Root {
             record.tag(tag::SALT).optional_text(request.salt());

@@ -528,7 +528,7 @@ fn hello(r: &Json, config: &Config) -> Outcome {
     if !options.is_empty() {
         fields.push(("options", Json::obj(options)));
     }
-    if config.prefix.partial == Partial::None {
+    if config.prefix.partial != Partial::Tokens {
         // its prefix caches can be bounded (PREFIX-24): each checkpoint is a block
         fields.push((
             "capabilities",

@@ -9,6 +9,19 @@ pub enum Partial {
     None,
     /// The leading positions of a block, as far as they were computed alike.
     Tokens,
+    /// Whole blocks, and a request's partial last block kept whole: reused
+    /// only by a request that ends with the same positions.
+    ExactTail,
+}
+
+/// What a shared tier holds (option `prefix_tier_layout`, PREFIX-25).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TierLayout {
+    /// Blocks as their writer lays them out: the layout is in their key.
+    Keyed,
+    /// Blocks in a layout of the tier's own, converted on both sides: the
+    /// layout is in no key there.
+    Converted,
 }
 
 /// Where a request's salt enters the chain (option `prefix_salt_scope`,
@@ -48,7 +61,18 @@ pub enum EmptySalt {
 pub type Choices<T> = &'static [(&'static str, T)];
 
 impl Partial {
-    pub const VALUES: Choices<Partial> = &[("none", Partial::None), ("tokens", Partial::Tokens)];
+    pub const VALUES: Choices<Partial> = &[
+        ("none", Partial::None),
+        ("tokens", Partial::Tokens),
+        ("exact_tail", Partial::ExactTail),
+    ];
+}
+
+impl TierLayout {
+    pub const VALUES: Choices<TierLayout> = &[
+        ("keyed", TierLayout::Keyed),
+        ("converted", TierLayout::Converted),
+    ];
 }
 
 impl SaltScope {
@@ -101,6 +125,7 @@ pub struct Options {
     pub adapter_identity: AdapterIdentity,
     pub media_identity: MediaIdentity,
     pub empty_salt: EmptySalt,
+    pub tier_layout: TierLayout,
 }
 
 impl Default for Options {
@@ -113,6 +138,7 @@ impl Default for Options {
             adapter_identity: AdapterIdentity::Instance,
             media_identity: MediaIdentity::Content,
             empty_salt: EmptySalt::Distinct,
+            tier_layout: TierLayout::Keyed,
         }
     }
 }
@@ -159,6 +185,12 @@ impl Options {
             &self.empty_salt,
         );
         out.push(("prefix_tier", "shared"));
+        push(
+            &mut out,
+            "prefix_tier_layout",
+            TierLayout::VALUES,
+            &self.tier_layout,
+        );
         out
     }
 }
