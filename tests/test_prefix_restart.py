@@ -26,6 +26,8 @@ from kvconform.protocol.driver import Driver, InProcessDriver
 from kvconform.values import Broken, Ok
 
 from .mutants.prefix import (
+    PrefixExactTailAdapter,
+    PrefixExactTailNotPersisted,
     PrefixTierKeptInTheProcess,
     PrefixTierKeysAdapterByProcessNumber,
     PrefixTierRootDrawnPerProcess,
@@ -49,6 +51,10 @@ def _restarts(case: Case) -> bool:
 
 def _failed(cases: list[Case], driver: Driver) -> list[str]:
     return [r.case.id for r in run_cases(cases, driver) if r.verdict == "failed"]
+
+
+def _spec(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
 
 
 def _stdio(spec: str) -> StdioDriver:
@@ -86,22 +92,44 @@ def test_a_per_process_tier_fails_a_real_restart_in_process(cls: type) -> None:
 @pytest.mark.parametrize("cls", PER_PROCESS, ids=lambda c: c.__name__)
 def test_a_per_process_tier_fails_a_real_restart_over_stdio(cls: type) -> None:
     cases = [c for c in _prefix_cases() if _restarts(c)]
-    with _stdio(f"{cls.__module__}:{cls.__qualname__}") as driver:
-        failed = _failed(cases, driver)
+    with _stdio(_spec(cls)) as driver:
+        results = run_cases(cases, driver)
         restarts = driver.restarts
-    assert restarts >= len(cases), "the adapter process was not started again"
-    assert "prefix.tier.adapter-reused-after-a-restart" in failed
+    asked = [r for r in results if r.verdict != "not_applicable"]
+    assert len(asked) >= 2 and restarts == len(asked), "the adapter process was not started again"
+    assert "prefix.tier.adapter-reused-after-a-restart" in [
+        r.case.id for r in asked if r.verdict == "failed"
+    ]
 
 
-@pytest.mark.covers("PROTO-37", "PREFIX-22")
-def test_the_reference_passes_the_restarts_over_stdio_in_new_processes() -> None:
+@pytest.mark.covers("PROTO-37", "PREFIX-22", "PREFIX-5")
+@pytest.mark.parametrize(
+    "cls", [ReferenceAdapter, PrefixExactTailAdapter], ids=["reference", "exact-tail"]
+)
+def test_the_reference_passes_the_restarts_over_stdio_in_new_processes(cls: type) -> None:
+    """Every restart case its declaration is asked, each in a process started again;
+    under ``exact_tail`` the tail's case too."""
     cases = [c for c in _prefix_cases() if _restarts(c)]
-    with _stdio("kvconform.adapters.reference:ReferenceAdapter") as driver:
+    with _stdio(_spec(cls)) as driver:
         first = driver.pid
         results = run_cases(cases, driver)
         assert driver.pid != first
-        assert driver.restarts == len(cases)
-    assert [r.verdict for r in results] == ["passed"] * len(cases), [r.report() for r in results]
+        restarts = driver.restarts
+    asked = [r for r in results if r.verdict != "not_applicable"]
+    assert restarts == len(asked) >= 2
+    assert all(r.verdict == "passed" for r in asked), [r.report() for r in asked]
+    tail = "prefix.partial.exact-tail-survives-a-restart"
+    assert (tail in [r.case.id for r in asked]) == (cls is PrefixExactTailAdapter)
+
+
+def test_a_tail_kept_in_the_writers_index_fails_a_real_restart_over_stdio() -> None:
+    """Its tier writes full blocks to the storage and the partial last one only to the
+    writing process's index (PREFIX-5, PREFIX-22): the tail's restart case fails it, and
+    the other restart cases, of full blocks, do not."""
+    cases = [c for c in _prefix_cases() if _restarts(c)]
+    with _stdio(_spec(PrefixExactTailNotPersisted)) as driver:
+        failed = _failed(cases, driver)
+    assert failed == ["prefix.partial.exact-tail-survives-a-restart"]
 
 
 @pytest.mark.covers("PROTO-36")

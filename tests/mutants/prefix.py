@@ -822,6 +822,28 @@ class PrefixExactTailKeptOutOfTheTier(PrefixExactTailAdapter):
     cache_cls = _TailKeptOutOfTheTier
 
 
+class _TailNotPersisted(PrefixCache):
+    def store(self, request: Request) -> None:
+        self._hold(self._local_keys(request))
+        if self.tier is not None:
+            keys = list(self._tier_keys(request))
+            whole = len(request.tokens) // self.block_size
+            self.tier.add(keys[:whole])
+            self.tier.keys.update(keys[whole:])  # MUTATION: the tail in the tier's index only
+
+
+@mutant(
+    "prefix-exact-tail-not-persisted",
+    breaks=("PREFIX-5", "PREFIX-22"),
+    half="over",
+    plausible="the tier's storage takes full chunks only, and a partial last chunk is "
+    "kept in the index of the process that wrote it: its other caches find the tail, a "
+    "process started later recomputes it",
+)
+class PrefixExactTailNotPersisted(PrefixExactTailAdapter):
+    cache_cls = _TailNotPersisted
+
+
 class _TierWithoutLayout(PrefixCache):
     def _tier_keys(self, request: Request) -> list[bytes]:
         saved = self.config

@@ -1,0 +1,129 @@
+"""What spec/prefix.md says no case asks, held against every case and generated program.
+
+Where the class leaves a point to the engine (PREFIX-24's asides, "Points left open"),
+the specification promises that no case depends on it. Each promise about the shape of
+a program is checked here over the suite's prefix cases and over generated programs,
+so that a new scenario that came to depend on an engine's own choice fails the
+project's tests, not a correct engine. (The promises about what an engine does inside a
+store are held by correct variants that choose otherwise: ``tests/variants/prefix.py``.)
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+
+from kvconform.adapters.reference import ReferenceAdapter
+from kvconform.differential import strategies
+from kvconform.harness import suite
+from kvconform.protocol import operations as ops
+from kvconform.protocol.steps import Restart
+
+
+def _blocks(tokens: str, block_size: int) -> int:
+    """How many blocks a request of ``tokens`` takes, a partial last one counted."""
+    return -(-len(tokens.split()) // block_size)
+
+
+def unasked(program: tuple[ops.Op, ...]) -> list[str]:
+    """The points left to the engine that ``program`` would ask about, each named."""
+    met: list[str] = []
+    made: dict[str, ops.PrefixNew] = {}
+    tokens: dict[str, str] = {}
+    stored: set[str] = set()  # prefix caches a request was stored in
+    looked_up: set[str] = set()  # prefix caches made with a capacity a request was looked up in
+    sizes_at: dict[str, set[int]] = {}  # tier: the block sizes of the caches attached to it
+    for op in program:
+        if isinstance(op, Restart):  # no handle is live after it (PROTO-37)
+            made, tokens, stored, looked_up, sizes_at = {}, {}, set(), set(), {}
+        elif isinstance(op, ops.PrefixNew):
+            made[op.handle] = op
+        elif isinstance(op, ops.RequestNew):
+            tokens[op.handle] = op.tokens
+        elif isinstance(op, ops.PrefixAttach):
+            cache = made[op.prefix]
+            if op.prefix in stored:
+                met.append(f"{op.prefix} attached after a store: blocks stored before a tier")
+            if cache.capacity is not None:
+                met.append(f"{op.prefix} has a capacity and a tier: a bounded cache over a tier")
+            sizes = sizes_at.setdefault(op.tier, set())
+            sizes.add(cache.block_size)
+            if len(sizes) > 1:
+                met.append(f"{op.tier} is shared by block sizes {sorted(sizes)}")
+        elif isinstance(op, ops.PrefixStore):
+            cache = made[op.prefix]
+            stored.add(op.prefix)
+            if cache.capacity is None:
+                continue
+            if op.prefix in looked_up:
+                met.append(f"{op.prefix}: a lookup between the stores of a bounded cache")
+            if _blocks(tokens[op.request], cache.block_size) > cache.capacity:
+                met.append(f"{op.prefix}: a store of more blocks than the capacity")
+        elif isinstance(op, ops.PrefixLookup) and made[op.prefix].capacity is not None:
+            looked_up.add(op.prefix)
+    return met
+
+
+def test_the_check_names_each_point_it_is_about() -> None:
+    """The checker is not vacuous: a program that asks each point is named for it."""
+    engine = ("llama", "bf16", "nhd", "tp0")
+    program: tuple[ops.Op, ...] = (
+        ops.TierNew("t"),
+        ops.PrefixNew("p", 4, *engine),
+        ops.PrefixNew("small", 2, *engine, capacity=1),
+        ops.RequestNew("r", "1 2 3 4 5"),
+        ops.PrefixStore("p", "r"),
+        ops.PrefixAttach("p", "t"),
+        ops.PrefixAttach("small", "t"),
+        ops.PrefixLookup("small", "r"),
+        ops.PrefixStore("small", "r"),
+    )
+    met = unasked(program)
+    assert len(met) == 5 and all(
+        any(point in line for line in met)
+        for point in (
+            "blocks stored before a tier",
+            "a bounded cache over a tier",
+            "shared by block sizes [2, 4]",
+            "a lookup between the stores",
+            "more blocks than the capacity",
+        )
+    ), met
+    # Handles end at a restart: the same names after it are new objects.
+    fresh = (*program[:5], Restart(), ops.TierNew("t"), ops.PrefixNew("p", 4, *engine))
+    assert unasked((*fresh, ops.PrefixAttach("p", "t"))) == []
+
+
+@pytest.mark.covers("PREFIX-24")
+def test_no_case_asks_a_point_left_to_the_engine() -> None:
+    cases = [c for c in suite.all_cases() if c.cls == "prefix_cache"]
+    asked = {c.id: met for c in cases if (met := unasked(c.program))}
+    assert not asked, asked
+    # The cases these promises are about exist: tiers, stores and bounded caches.
+    assert sum(any(isinstance(op, ops.PrefixAttach) for op in c.program) for c in cases) > 10
+    bounded = [
+        c for c in cases if any(getattr(op, "capacity", None) is not None for op in c.program)
+    ]
+    assert len(bounded) >= 5
+
+
+def _programs(count: int, **options: str) -> Iterator[tuple[ops.Op, ...]]:
+    info = ReferenceAdapter().describe()
+    scope = strategies.PrefixScope.of(replace(info, options={**info.options, **options}))
+    for index in range(count):
+        yield strategies.prefix_program(
+            strategies.RandomSource(random.Random(f"open points {index}")), scope
+        )
+
+
+@pytest.mark.parametrize("options", [{"prefix_tier": "shared"}, {}], ids=["shared", "reference"])
+def test_no_generated_program_asks_a_point_left_to_the_engine(options: dict[str, str]) -> None:
+    attached = 0
+    for program in _programs(200, **options):
+        assert unasked(program) == [], program
+        attached += any(isinstance(op, ops.PrefixAttach) for op in program)
+    if options:
+        assert attached > 50
