@@ -175,6 +175,7 @@ RIGHT_AT_ONE = {
     "prefix-exact-tail-reused-in-part",
     "prefix-exact-tail-kept-out-of-the-tier",
     "prefix-exact-tail-not-persisted",
+    "prefix-exact-tail-keyed-padded",
 }
 
 

@@ -114,6 +114,7 @@ FLAG_CASES = {
         "prefix.partial.exact-tail-is-reused-whole-and-only-whole",
         "prefix.partial.exact-tail-is-found-through-the-tier",
         "prefix.partial.exact-tail-survives-a-restart",
+        "prefix.partial.padding-is-not-a-computed-token-under-exact-tail",
         "prefix.reuse.block-size-two-in-whole-blocks",
     ),
     "prefix-tier-converted": ("prefix.tier.other-layout-is-reused-when-converted",),

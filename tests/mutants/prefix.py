@@ -822,6 +822,29 @@ class PrefixExactTailKeptOutOfTheTier(PrefixExactTailAdapter):
     cache_cls = _TailKeptOutOfTheTier
 
 
+class _PaddedTailRecord(Request):
+    def block_record(self, index: int, block_size: int) -> bytes:
+        first = index * block_size
+        missing = block_size - len(self.tokens[first : first + block_size])
+        if missing <= 0:
+            return super().block_record(index, block_size)
+        padded = replace(self, tokens=self.tokens + (0,) * missing)
+        return padded.block_record(index, block_size)  # MUTATION: the tail keyed padded
+
+
+@mutant(
+    "prefix-exact-tail-keyed-padded",
+    breaks=("PREFIX-5", "PREFIX-1"),
+    half="under",
+    plausible="the partial last block is keyed as the paged block that holds it, its "
+    "empty slots read as token 0: the same request, a longer or a shorter one all key "
+    "it right, and a request whose tokens really are 0 there reuses positions never "
+    "computed",
+)
+class PrefixExactTailKeyedPadded(PrefixExactTailAdapter):
+    request_cls = _PaddedTailRecord
+
+
 class _TailNotPersisted(PrefixCache):
     def store(self, request: Request) -> None:
         self._hold(self._local_keys(request))
