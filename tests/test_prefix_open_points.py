@@ -36,9 +36,21 @@ def unasked(program: tuple[ops.Op, ...]) -> list[str]:
     stored: set[str] = set()  # prefix caches a request was stored in
     looked_up: set[str] = set()  # prefix caches made with a capacity a request was looked up in
     sizes_at: dict[str, set[int]] = {}  # tier: the block sizes of the caches attached to it
+    opened: set[str] = set()  # the storage names a tier_new of this process opened
+    bound: set[str] = set()  # the handles the class prefix_cache bound
     for op in program:
         if isinstance(op, Restart):  # no handle is live after it (PROTO-37)
             made, tokens, stored, looked_up, sizes_at = {}, {}, set(), set(), {}
+            opened, bound = set(), set()
+            continue
+        if op.needs == "prefix_cache" and hasattr(op, "handle"):
+            bound.add(op.handle)
+        if isinstance(op, ops.Drop) and op.handle in bound:
+            met.append(f"{op.handle} dropped: a prefix_cache handle ends with its program")
+        elif isinstance(op, ops.TierNew) and op.storage is not None:
+            if op.storage in opened:
+                met.append(f"{op.storage} opened twice in one process")
+            opened.add(op.storage)
         elif isinstance(op, ops.PrefixNew):
             made[op.handle] = op
         elif isinstance(op, ops.RequestNew):
@@ -81,8 +93,9 @@ def test_the_check_names_each_point_it_is_about() -> None:
         ops.PrefixLookup("small", "r"),
         ops.PrefixStore("small", "r"),
     )
-    met = unasked(program)
-    assert len(met) == 5 and all(
+    met = unasked((*program, ops.TierNew("u", storage="d"), ops.TierNew("v", storage="d"),
+                   ops.Drop("r")))  # fmt: skip
+    assert len(met) == 7 and all(
         any(point in line for line in met)
         for point in (
             "blocks stored before a tier",
@@ -90,6 +103,8 @@ def test_the_check_names_each_point_it_is_about() -> None:
             "shared by block sizes [2, 4]",
             "a lookup between the stores",
             "more blocks than the capacity",
+            "d opened twice in one process",
+            "r dropped",
         )
     ), met
     # Handles end at a restart: the same names after it are new objects.

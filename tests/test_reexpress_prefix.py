@@ -167,7 +167,8 @@ def test_a_variant_of_one_block_size_is_judged_on_most_prefix_cases_and_passes(c
     )
 
 
-#: Correct at a block of one position: a block is its first token, and no block is partial.
+#: Correct at a block of one position: a block is its first token, no block is partial,
+#: and which blocks an item covers is its placement.
 RIGHT_AT_ONE = {
     "prefix-block-keyed-by-its-first-tokens",
     "prefix-partial-block-padded",
@@ -176,6 +177,9 @@ RIGHT_AT_ONE = {
     "prefix-exact-tail-kept-out-of-the-tier",
     "prefix-exact-tail-not-persisted",
     "prefix-exact-tail-keyed-padded",
+    "prefix-exact-tail-without-parent",
+    "prefix-capacity-tail-outside-the-bound",
+    "prefix-tier-drops-media-placement",
 }
 
 

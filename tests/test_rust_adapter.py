@@ -115,6 +115,8 @@ FLAG_CASES = {
         "prefix.partial.exact-tail-is-found-through-the-tier",
         "prefix.partial.exact-tail-survives-a-restart",
         "prefix.partial.padding-is-not-a-computed-token-under-exact-tail",
+        "prefix.partial.exact-tail-is-keyed-by-its-prefix",
+        "prefix.capacity.a-kept-tail-counts-toward-the-bound",
         "prefix.reuse.block-size-two-in-whole-blocks",
     ),
     "prefix-tier-converted": ("prefix.tier.other-layout-is-reused-when-converted",),

@@ -734,6 +734,24 @@ class PrefixTierKeptInTheProcess(PrefixAdapter):
         return SharedTier()  # MUTATION: the directory it was given is never used
 
 
+class _TierWithoutPlacement(PrefixCache):
+    def _tier_keys(self, request: Request) -> list[bytes]:
+        unplaced = replace(request, media=[_Placeless(**vars(m)) for m in request.media])
+        return list(super()._tier_keys(unplaced))  # MUTATION: the tier keys no placement
+
+
+@mutant(
+    "prefix-tier-drops-media-placement",
+    breaks=("PREFIX-21", "PREFIX-10"),
+    half="under",
+    plausible="the offload key carries each image's content hash and size, as the "
+    "in-memory key does, but not where in the prompt it sits, which the in-memory key "
+    "gets from the block it hashes; vLLM #44250's family of offload keys",
+)
+class PrefixTierDropsMediaPlacement(PrefixAdapter):
+    cache_cls = _TierWithoutPlacement
+
+
 class _TierWithoutModel(PrefixCache):
     def _tier_keys(self, request: Request) -> list[bytes]:
         saved = self.config
@@ -843,6 +861,28 @@ class _PaddedTailRecord(Request):
 )
 class PrefixExactTailKeyedPadded(PrefixExactTailAdapter):
     request_cls = _PaddedTailRecord
+
+
+class _TailWithoutParent(PrefixCache):
+    def _local_keys(self, request: Request) -> list[bytes]:
+        keys = list(super()._local_keys(request))
+        if len(request.tokens) % self.block_size:  # the partial last block is the last key
+            adapter = request.adapter.local_identity() if request.adapter else None
+            record = request.block_record(len(keys) - 1, self.block_size)
+            keys[-1] = _sha(request.namespace(adapter), record)  # MUTATION: no parent
+        return keys
+
+
+@mutant(
+    "prefix-exact-tail-without-parent",
+    breaks=("PREFIX-5", "PREFIX-4"),
+    half="under",
+    plausible="the partial last chunk is kept in a table of its own, keyed by its tokens, "
+    "their number and the request's extras, as if a tail were a prompt: the same tail "
+    "after another prefix is served",
+)
+class PrefixExactTailWithoutParent(PrefixExactTailAdapter):
+    cache_cls = _TailWithoutParent
 
 
 class _TailNotPersisted(PrefixCache):

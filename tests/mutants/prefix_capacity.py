@@ -9,7 +9,7 @@ from __future__ import annotations
 from kvconform_reference.prefix import PrefixCache, Request
 
 from . import mutant
-from .prefix import PrefixAdapter
+from .prefix import PrefixAdapter, PrefixExactTailAdapter
 
 
 class _StaleEntry(PrefixCache):
@@ -147,3 +147,71 @@ class _QueueKeepsReusedBlock(PrefixCache):
 )
 class PrefixCapacityQueueKeepsReusedBlockInPlace(PrefixAdapter):
     cache_cls = _QueueKeepsReusedBlock
+
+
+class _TailOutsideTheBound(PrefixCache):
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.tails: set[bytes] = set()
+
+    def store(self, request: Request) -> None:
+        keys = list(self._local_keys(request))
+        if self.partial_tail and len(request.tokens) % self.block_size:
+            *whole, tail = keys
+            self._hold(whole)
+            self.tails.add(tail)  # MUTATION: a kept tail in a table the bound never reads
+        else:
+            self._hold(keys)
+        if self.tier is not None:
+            self.tier.add(self._tier_keys(request))
+
+    def lookup(self, request: Request) -> int:
+        held = self.blocks
+        self.blocks = {**held, **dict.fromkeys(self.tails)}
+        try:
+            return super().lookup(request)
+        finally:
+            self.blocks = held
+
+
+@mutant(
+    "prefix-capacity-tail-outside-the-bound",
+    breaks=("PREFIX-24", "PREFIX-5"),
+    half="under",
+    plausible="partial last chunks kept under exact_tail live in a side table of their "
+    "own, and the bound counts and evicts the pool of full blocks only: a tail outlives "
+    "every block stored after it",
+)
+class PrefixCapacityTailOutsideTheBound(PrefixExactTailAdapter):
+    cache_cls = _TailOutsideTheBound
+
+
+class _DeepestHitWins(PrefixCache):
+    def lookup(self, request: Request) -> int:
+        if self.capacity is None:
+            return super().lookup(request)
+        keys = list(self._local_keys(request))
+        lengths = request.block_lengths(self.block_size, self.partial_tail)
+        for index in range(len(keys) - 1, -1, -1):
+            if keys[index] in self.blocks:  # MUTATION: the blocks before it taken as held
+                return sum(lengths[: index + 1])
+        return 0
+
+
+@mutant(
+    "prefix-capacity-deepest-hit-wins",
+    breaks=("PREFIX-24", "PREFIX-2"),
+    half="under",
+    plausible="a lookup that probes from the request's last block back and takes the "
+    "deepest block it holds as proof that every block before it is held, as a chain "
+    "whose blocks are evicted leaves first would allow; evicted in another order, a "
+    "later block outlives an earlier one, and positions are reused that the cache no "
+    "longer holds",
+    gap="where it answers wrongly, a correct engine may give either of two counts: a "
+    "later block outlives an earlier one only where both came from one store and the "
+    "earlier one was evicted first, which order is the engine's own (PREFIX-24); a "
+    "scenario expects one count, and would need an expectation of 'one of' or 'at most' "
+    "to fail it (a C++ engine written from the documents found it)",
+)
+class PrefixCapacityDeepestHitWins(PrefixAdapter):
+    cache_cls = _DeepestHitWins
