@@ -93,8 +93,8 @@ def test_the_check_names_each_point_it_is_about() -> None:
         ops.PrefixLookup("small", "r"),
         ops.PrefixStore("small", "r"),
     )
-    met = unasked((*program, ops.TierNew("u", storage="d"), ops.TierNew("v", storage="d"),
-                   ops.Drop("r")))  # fmt: skip
+    twice = (ops.TierNew("u", storage="d"), ops.TierNew("v", storage="d"))
+    met = unasked((*program, *twice, ops.Drop("r")))
     assert len(met) == 7 and all(
         any(point in line for line in met)
         for point in (
