@@ -14,13 +14,13 @@ import pytest
 
 from kvconform.adapters.reference import ReferenceAdapter
 from kvconform.harness import suite
-from kvconform.harness.checks import OutcomeCheck, Succeeds, ValueIs, Where
+from kvconform.harness.checks import OutcomeCheck, Succeeds, ValueIs, ValueOneOf, Where
 from kvconform.harness.reexpress_prefix import into_block_size
 from kvconform.harness.runner import in_declared_shape, run_case, run_cases
 from kvconform.harness.scenario import Case
 from kvconform.protocol import operations as ops
 from kvconform.protocol.driver import InProcessDriver
-from kvconform.values import AdapterInfo
+from kvconform.values import AdapterInfo, Fault, Ok, Refused
 
 from .mutants import Mutant, all_mutants
 from .variants.prefix import (
@@ -95,6 +95,41 @@ def test_a_smaller_block_writes_each_full_block_as_one_id_and_drops_partial_ones
     assert out.program[1] == ops.RequestNew("a", "10 10 11 11 10 10")  # equal blocks, equal ids
     assert out.program[2] == ops.RequestEmbeds("a", 2, 2, "soft")
     assert out.checks[3].expect == ValueIs(4)  # type: ignore[attr-defined]
+
+
+def test_every_count_an_expect_one_of_accepts_is_converted() -> None:
+    """INTERPRETING §4.10: each listed count is converted as an ``expect`` would be, and
+    a listed count that is not a whole number of blocks sets the case aside."""
+    case = next(
+        c
+        for c in suite.all_cases()
+        if c.id == "prefix.capacity.a-block-is-not-reused-past-an-evicted-one"
+    )
+    (index,) = [
+        c.op_index
+        for c in case.checks
+        if isinstance(c, OutcomeCheck) and isinstance(c.expect, ValueOneOf)
+    ]
+    for size, counts in ((16, (16, 32)), (1, (1, 2))):
+        out = into_block_size(case, size)
+        assert isinstance(out, Case)
+        (check,) = [c for c in out.checks if isinstance(c, OutcomeCheck) and c.op_index == index]
+        assert check.expect == ValueOneOf(counts)
+    looked_up = _case(_new(4), ops.RequestNew("a", "1 2 3 4"), ops.PrefixLookup("engine", "a"))
+    lookup = looked_up.checks[-1]
+    assert isinstance(lookup, OutcomeCheck)
+    ragged = replace(
+        looked_up, checks=(*looked_up.checks[:-1], replace(lookup, expect=ValueOneOf((4, 6))))
+    )
+    assert "6 positions reused" in str(into_block_size(ragged, 2))
+
+
+def test_expect_one_of_passes_each_listed_count_and_nothing_else() -> None:
+    expect = ValueOneOf((4, 8))
+    assert expect.judge(Ok(4)) is None and expect.judge(Ok(8)) is None
+    for wrong in (Ok(12), Ok(4.0), Ok(True), Refused(Fault("capacity_exceeded"))):
+        judged = expect.judge(wrong)
+        assert judged is not None and judged[0] == "one of 4, 8", wrong
 
 
 @pytest.mark.parametrize(

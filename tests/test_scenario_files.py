@@ -93,6 +93,21 @@ def _write(tmp_path: Path, text: str) -> Path:
             11,
             "prefix_new.capacity: 0 is less than the minimum of 1",
         ),
+        (
+            "      - prefix_lookup: {prefix: e, request: r, expect_one_of: [4]}\n",
+            11,
+            "prefix_lookup.expect_one_of: [4] is too short",
+        ),
+        (
+            "      - prefix_lookup: {prefix: e, request: r, expect_one_of: [4, 4]}\n",
+            11,
+            "prefix_lookup.expect_one_of: [4, 4] has non-unique elements",
+        ),
+        (
+            "      - prefix_lookup: {prefix: e, request: r, expect_one_of: [4, true]}\n",
+            11,
+            "prefix_lookup.expect_one_of[1]: True is not of type 'integer'",
+        ),
     ],
 )
 def test_a_bad_step_names_file_line_and_element(

@@ -206,12 +206,7 @@ class _DeepestHitWins(PrefixCache):
     "deepest block it holds as proof that every block before it is held, as a chain "
     "whose blocks are evicted leaves first would allow; evicted in another order, a "
     "later block outlives an earlier one, and positions are reused that the cache no "
-    "longer holds",
-    gap="where it answers wrongly, a correct engine may give either of two counts: a "
-    "later block outlives an earlier one only where both came from one store and the "
-    "earlier one was evicted first, which order is the engine's own (PREFIX-24); a "
-    "scenario expects one count, and would need an expectation of 'one of' or 'at most' "
-    "to fail it (a C++ engine written from the documents found it)",
+    "longer holds (a C++ engine written from the documents found that no case judged it)",
 )
 class PrefixCapacityDeepestHitWins(PrefixAdapter):
     cache_cls = _DeepestHitWins

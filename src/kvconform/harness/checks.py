@@ -85,6 +85,20 @@ class ValueIs:
 
 
 @dataclass(frozen=True)
+class ValueOneOf:
+    """The operation's value must equal one of ``values``: a count the specification
+    leaves to the engine among these (``expect_one_of``; PREFIX-24's order within one
+    store)."""
+
+    values: tuple[object, ...]
+
+    def judge(self, outcome: Outcome) -> tuple[str, str, tuple[str, ...]] | None:
+        if isinstance(outcome, Ok) and any(strictly_equal(outcome.value, v) for v in self.values):
+            return None
+        return one_of_text(self.values), describe(outcome), ()
+
+
+@dataclass(frozen=True)
 class SignatureIs:
     """The operation must yield exactly this signature."""
 
@@ -181,7 +195,15 @@ class Answers:
 
 
 Expectation = (
-    Succeeds | Validity | ValueIs | SignatureIs | ErrorIs | ShapeMismatchIs | Refuses | Answers
+    Succeeds
+    | Validity
+    | ValueIs
+    | ValueOneOf
+    | SignatureIs
+    | ErrorIs
+    | ShapeMismatchIs
+    | Refuses
+    | Answers
 )
 
 
@@ -335,6 +357,11 @@ def show(value: object) -> str:
     if isinstance(value, tuple) and value and all(type(v) is int for v in value):
         return render_hashes(value)
     return render(value)
+
+
+def one_of_text(values: Sequence[object]) -> str:
+    """The values an ``expect_one_of`` accepts, as a failure shows them."""
+    return "one of " + ", ".join(show(v) for v in values)
 
 
 def show_error(

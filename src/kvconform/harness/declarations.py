@@ -24,7 +24,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from kvconform.harness.checks import ErrorIs, OutcomeCheck, ShapeMismatchIs, SignatureIs, ValueIs
+from kvconform.harness.checks import (
+    ErrorIs,
+    OutcomeCheck,
+    ShapeMismatchIs,
+    SignatureIs,
+    ValueIs,
+    ValueOneOf,
+)
 from kvconform.harness.scenario import Case
 from kvconform.protocol import codec
 from kvconform.protocol import operations as ops
@@ -193,6 +200,8 @@ def _beyond_53_bits(case: Case, info: AdapterInfo) -> str | None:
         shown: object = None
         if isinstance(expect, ValueIs) and type(op).result == "count":
             shown = expect.value
+        elif isinstance(expect, ValueOneOf):
+            shown = list(expect.values)
         elif isinstance(expect, SignatureIs):
             shown = codec.signature_to_wire(expect.signature)
         elif isinstance(expect, ErrorIs):

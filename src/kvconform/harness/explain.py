@@ -26,6 +26,8 @@ from kvconform.harness.checks import (
     Succeeds,
     Validity,
     ValueIs,
+    ValueOneOf,
+    one_of_text,
     show,
     show_error,
 )
@@ -238,6 +240,8 @@ def expectation_text(expect: Expectation) -> str:
         return "plan valid" if expect.valid else "plan invalid"
     if isinstance(expect, ValueIs | SignatureIs):
         return show(expect.value if isinstance(expect, ValueIs) else expect.signature)
+    if isinstance(expect, ValueOneOf):
+        return one_of_text(expect.values)
     if isinstance(expect, ErrorIs):
         return show_error(expect.kind, expect.field, expect.layer, expect.values)
     if isinstance(expect, ShapeMismatchIs):

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import replace
 
-from kvconform.harness.checks import Check, OutcomeCheck, ValueIs
+from kvconform.harness.checks import Check, OutcomeCheck, ValueIs, ValueOneOf
 from kvconform.harness.scenario import Case
 from kvconform.protocol import operations as ops
 from kvconform.values import AdapterInfo
@@ -77,23 +77,30 @@ def into_block_size(case: Case, size: int) -> Case | str:
     )
 
 
-def _lookups(case: Case) -> dict[int, int]:
-    """The expected count of each ``prefix_lookup`` judged by value, by op index."""
-    out: dict[int, int] = {}
+def _lookups(case: Case) -> dict[int, tuple[int, ...]]:
+    """The counts each ``prefix_lookup`` judged by value accepts (one, or the several of
+    ``expect_one_of``), by op index."""
+    out: dict[int, tuple[int, ...]] = {}
     for check in case.checks:
-        if (
+        if not (
             isinstance(check, OutcomeCheck)
             and isinstance(case.program[check.op_index], ops.PrefixLookup)
-            and isinstance(check.expect, ValueIs)
-            and isinstance(check.expect.value, int)
         ):
-            out[check.op_index] = check.expect.value
+            continue
+        expect = check.expect
+        if isinstance(expect, ValueIs) and isinstance(expect.value, int):
+            out[check.op_index] = (expect.value,)
+        elif isinstance(expect, ValueOneOf):
+            out[check.op_index] = tuple(v for v in expect.values if isinstance(v, int))
     return out
 
 
-def _with_counts(case: Case, counts: dict[int, int]) -> tuple[Check, ...]:
+def _with_counts(case: Case, counts: dict[int, tuple[int, ...]]) -> tuple[Check, ...]:
+    def accepted(values: tuple[int, ...]) -> ValueIs | ValueOneOf:
+        return ValueIs(values[0]) if len(values) == 1 else ValueOneOf(values)
+
     return tuple(
-        replace(c, expect=ValueIs(counts[c.op_index]))
+        replace(c, expect=accepted(counts[c.op_index]))
         if isinstance(c, OutcomeCheck) and c.op_index in counts
         else c
         for c in case.checks
@@ -116,7 +123,7 @@ def _grow(case: Case, written: int, factor: int) -> Case:
         elif isinstance(op, ops.RequestMedia | ops.RequestEmbeds):
             op = replace(op, start=op.start * factor, length=op.length * factor)
         program.append(op)
-    counts = {index: value * factor for index, value in _lookups(case).items()}
+    counts = {index: tuple(v * factor for v in values) for index, values in _lookups(case).items()}
     how = (
         f"blocks of {written} positions written as the engine's blocks of {size}: every "
         f"token {factor} times in a row, media and embeddings placed and sized {factor} "
@@ -170,14 +177,15 @@ def _shrink(case: Case, written: int, size: int) -> Case | str:
         program.append(op)
     if next_id > _TOKEN_LIMIT:
         return "its blocks need token ids beyond 2^32 - 1"
-    counts: dict[int, int] = {}
-    for index, value in _lookups(case).items():
-        if value % written:
-            return (
-                f"it expects {value} positions reused, not a whole number of its blocks "
-                f"of {written}"
-            )
-        counts[index] = value // written * size
+    counts: dict[int, tuple[int, ...]] = {}
+    for index, values in _lookups(case).items():
+        for value in values:
+            if value % written:
+                return (
+                    f"it expects {value} positions reused, not a whole number of its blocks "
+                    f"of {written}"
+                )
+        counts[index] = tuple(value // written * size for value in values)
     how = (
         f"blocks of {written} positions written as the engine's blocks of {size}: each "
         f"full block as {size} copies of one token id of its own (equal blocks, equal ids), "

@@ -19,6 +19,7 @@ from kvconform.harness.checks import (
     RelationCheck,
     Succeeds,
     ValueIs,
+    ValueOneOf,
     ValueRef,
     Where,
 )
@@ -29,6 +30,9 @@ from kvconform.values import Geometry, ModelSpec, Payload, PlanIdentity, Signatu
 _Args = Mapping[str, Any]
 #: The iteration of the enclosing ``repeat``, or ``None`` outside one.
 _Iter = int | None
+
+#: The keys that give a step's expectation; a step gives at most one.
+_EXPECTATIONS = ("expect", "expect_one_of", "expect_error", "expect_refusal", "expect_answer")
 
 
 @dataclass
@@ -184,7 +188,7 @@ class _CompilerBase:
         if not isinstance(args, Mapping):
             raise self._fail(at, f"{spec.name} takes a mapping of its fields")
         allowed = {f.name for f in spec.fields if f.kind != "new_handle"}
-        allowed |= {"as", "expect", "expect_error", "expect_refusal", "expect_answer"}
+        allowed |= {"as", *_EXPECTATIONS}
         for name in args:
             if name not in allowed:
                 raise self._fail((*at, name), f"{spec.name} has no argument {name!r}")
@@ -216,9 +220,7 @@ class _CompilerBase:
                 raise self._fail(path, f"a field of kind {f.kind} needs a verb of its own")
             kwargs[f.name] = raw
         expect: Expectation | None = None
-        given = [
-            k for k in ("expect", "expect_error", "expect_refusal", "expect_answer") if k in args
-        ]
+        given = [k for k in _EXPECTATIONS if k in args]
         if len(given) > 1:
             raise self._fail(at, f"give one of {', '.join(given)}, not several")
         if args.get("expect_refusal") is True:
@@ -233,11 +235,27 @@ class _CompilerBase:
                     (*at, "expect"), f"a {spec.result} result is compared by relation: use 'as'"
                 )
             expect = ValueIs(args["expect"])
+        elif "expect_one_of" in args:
+            expect = self._one_of(spec, args["expect_one_of"], (*at, "expect_one_of"))
         index = self._emit(spec.cls(**kwargs), where, expect)
         if "as" in args and spec.binds is None:
             if spec.result == "null":
                 raise self._fail((*at, "as"), f"{spec.name} has no value to bind")
             self._bind_value(args["as"], ValueRef(args["as"], index), (*at, "as"), it)
+
+    def _one_of(self, spec: ops.OpSpec, raw: Any, at: PathKey) -> ValueOneOf:
+        """The counts a step accepts where the specification leaves the count to the
+        engine among them: two or more, distinct, each a non-negative integer."""
+        if spec.result != "count":
+            raise self._fail(at, f"expect_one_of takes counts; {spec.name} answers a {spec.result}")
+        counts = raw if isinstance(raw, list) else []
+        if (
+            len(counts) < 2
+            or len(set(counts)) != len(counts)
+            or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts)
+        ):
+            raise self._fail(at, "expect_one_of must list two or more distinct counts")
+        return ValueOneOf(tuple(counts))
 
     def _v_repeat(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         if it is not None:
