@@ -27,7 +27,6 @@ from kvconform.values import Broken, Ok
 
 from .mutants.prefix import (
     PrefixExactTailAdapter,
-    PrefixExactTailNotPersisted,
     PrefixTierKeptInTheProcess,
     PrefixTierKeysAdapterByProcessNumber,
     PrefixTierRootDrawnPerProcess,
@@ -120,16 +119,6 @@ def test_the_reference_passes_the_restarts_over_stdio_in_new_processes(cls: type
     assert all(r.verdict == "passed" for r in asked), [r.report() for r in asked]
     tail = "prefix.partial.exact-tail-survives-a-restart"
     assert (tail in [r.case.id for r in asked]) == (cls is PrefixExactTailAdapter)
-
-
-def test_a_tail_kept_in_the_writers_index_fails_a_real_restart_over_stdio() -> None:
-    """Its tier writes full blocks to the storage and the partial last one only to the
-    writing process's index (PREFIX-5, PREFIX-22): the tail's restart case fails it, and
-    the other restart cases, of full blocks, do not."""
-    cases = [c for c in _prefix_cases() if _restarts(c)]
-    with _stdio(_spec(PrefixExactTailNotPersisted)) as driver:
-        failed = _failed(cases, driver)
-    assert failed == ["prefix.partial.exact-tail-survives-a-restart"]
 
 
 @pytest.mark.covers("PROTO-36")
