@@ -293,6 +293,43 @@ def test_outcomes_of_the_four_forms_and_of_malformed_bodies() -> None:
         assert isinstance(outcome, Broken) and "malformed response to measure" in outcome.reason
 
 
+@pytest.mark.covers("CONF-9")
+def test_a_malformed_ok_still_claims_success_and_fails_a_refusal_probe() -> None:
+    """CONF-9: any ``ok`` answer fails a must-not-succeed probe, a malformed one too (an
+    adapter that answers ``{"ok": "yes"}`` to a request with an empty salt accepted it),
+    over the wire and in process alike; a crash, a ``failure`` or a garbled line cannot
+    be told from a refusal and passes, as the rule's rationale says."""
+    from kvconform.harness.checks import Refuses
+    from kvconform.protocol.driver import InProcessDriver
+
+    probe = Refuses()
+    request = ops.RequestNew("r", "1 2", salt="")
+    claims = codec.outcome_of(request, {"seq": 1, "ok": "yes"})
+    assert isinstance(claims, Broken) and claims.claims_success
+    assert probe.judge(claims) is not None and probe.judge(Ok(None)) is not None
+    for refusing in (
+        codec.outcome_of(request, {"seq": 1, "failure": "empty salt"}),
+        codec.outcome_of(request, {"seq": 1, "ok": None, "failure": "x"}),  # garbled
+        Broken("the adapter exited (status 1)"),
+    ):
+        assert isinstance(refusing, Broken) and not refusing.claims_success, refusing
+        assert probe.judge(refusing) is None
+
+    class CountsAsText(ReferenceAdapter):
+        def prefix_lookup(self, prefix: object, request: object) -> object:
+            return "4"  # a success, with a value of the wrong type
+
+    program = (
+        ops.PrefixNew("p", 4, "m", "bf16", "nhd", "tp0"),
+        ops.RequestNew("r", "1 2 3 4"),
+        ops.PrefixLookup("p", "r"),
+    )
+    in_process = InProcessDriver(CountsAsText()).run(program)[-1]
+    assert isinstance(in_process, Broken) and in_process.claims_success
+    over_the_wire = codec.outcome_of(program[-1], {"seq": 3, "ok": "4"})
+    assert isinstance(over_the_wire, Broken) and over_the_wire.claims_success
+
+
 @pytest.mark.covers("PROTO-10")
 def test_the_handshake_description_round_trips_and_is_checked() -> None:
     info = ReferenceAdapter().describe()

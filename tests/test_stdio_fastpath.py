@@ -113,8 +113,8 @@ def _general(op: ops.Op, raw: object) -> Outcome:
     """What the general path of outcome_of makes of ``{"seq": ..., "ok": raw}``."""
     try:
         return Ok(codec.result_from_wire(op, raw))
-    except codec.WireError as exc:
-        return Broken(f"malformed response to {op.name}: {exc}")
+    except codec.WireError as exc:  # still an answer of success (CONF-9)
+        return Broken(f"malformed response to {op.name}: {exc}", claims_success=True)
 
 
 OKS: list[Any] = [

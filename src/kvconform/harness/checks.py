@@ -174,7 +174,9 @@ class Refuses:
     """
 
     def judge(self, outcome: Outcome) -> tuple[str, str, tuple[str, ...]] | None:
-        if isinstance(outcome, Ok):
+        # An ``ok`` whose value is malformed claims success all the same (CONF-9); a
+        # crash, a timeout or a garbled line cannot be told from a refusal, and pass.
+        if isinstance(outcome, Ok) or (isinstance(outcome, Broken) and outcome.claims_success):
             return "a refusal (any error or failure answer)", describe(outcome), ()
         return None
 

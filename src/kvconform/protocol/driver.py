@@ -211,7 +211,7 @@ class InProcessDriver:
             return _CONSTANT_OUTCOMES[None]  # what the wire makes of any value (PROTO-18)
         problem = result_type_problem(op, value)
         if problem is not None:  # the same types as over the wire, so numpy ints fail here too
-            return Broken(problem)
+            return Broken(problem, claims_success=True)
         return _CONSTANT_OUTCOMES[value] if _is_constant(value) else Ok(value)
 
     def close(self) -> None:

@@ -110,7 +110,9 @@ class _Exchanging:
             try:
                 response = v2.response_from_v2(op, response)
             except codec.WireError as exc:
-                return Broken(f"malformed response to {op.name}: {exc}")
+                return Broken(
+                    f"malformed response to {op.name}: {exc}", claims_success="ok" in response
+                )
         return codec.outcome_of(op, response)
 
     def _quick(self, op: ops.Op, line: bytes, seq: int) -> Outcome | None:

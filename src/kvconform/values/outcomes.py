@@ -31,6 +31,10 @@ class Broken:
 
     reason: str
     detail: str = ""
+    #: The adapter answered ``ok`` with a value the operation cannot have: a success
+    #: claimed in a malformed body, which a must-not-succeed probe fails (CONF-9), as
+    #: it fails a well-formed ``ok``; a crash, a timeout or a garbled line does not.
+    claims_success: bool = False
 
 
 Outcome: TypeAlias = Ok | Refused | Broken

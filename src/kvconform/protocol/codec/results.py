@@ -193,7 +193,7 @@ def outcome_of(op: Op, response: Mapping[str, Any]) -> Outcome:
         if form == "error":
             return Refused(fault_from_wire(body, "error"))
     except WireError as exc:
-        return Broken(f"malformed response to {op.name}: {exc}")
+        return Broken(f"malformed response to {op.name}: {exc}", claims_success=form == "ok")
     text = clip(body if isinstance(body, str) else _dumped(body), SHOWN_LIMIT)
     if form == "unsupported":
         return Broken(f"the adapter answered unsupported to {op.name}: {text}")
