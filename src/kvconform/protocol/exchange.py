@@ -110,9 +110,8 @@ class _Exchanging:
             try:
                 response = v2.response_from_v2(op, response)
             except codec.WireError as exc:
-                return Broken(
-                    f"malformed response to {op.name}: {exc}", claims_success="ok" in response
-                )
+                only_ok = set(response) - {"seq"} == {"ok"}  # not a garbled line (CONF-9)
+                return Broken(f"malformed response to {op.name}: {exc}", claims_success=only_ok)
         return codec.outcome_of(op, response)
 
     def _quick(self, op: ops.Op, line: bytes, seq: int) -> Outcome | None:
