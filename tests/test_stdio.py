@@ -730,6 +730,13 @@ def test_a_protocol_2_count_written_as_a_json_number_fails_its_step(
     assert results[0].verdict == "failed"
     assert "protocol 2 carries a count as a string" in results[0].report()
     assert all(r.verdict == "passed" for r in results[1:]), [r.report() for r in results[1:]]
+    # Malformed, and an answer of success all the same: a must-not-succeed probe would
+    # fail it, as under protocol 1 (CONF-9); a garbled line would not claim it.
+    argv = misbehaving("v2-count-as-number", "--op", op, "--once", str(tmp_path / "again"))
+    with StdioDriver(argv) as driver:
+        outcomes = driver.run(cases[0].program)
+    first = next(i for i, o in enumerate(cases[0].program) if o.name == op)
+    assert isinstance(outcomes[first], Broken) and outcomes[first].claims_success
 
 
 # The fixture adapters' reference ----------------------------------------------------
