@@ -343,6 +343,9 @@ impl Session {
 mod tests {
     use super::*;
 
+    /// One change to a key's parts: the model, the geometry, or the ids and step width.
+    type Change = Box<dyn Fn(&mut ModelSpec, &mut Geometry, &mut [u64; 3])>;
+
     fn spec() -> ModelSpec {
         let mut params = BTreeMap::new();
         params.insert("n_layers".to_string(), Param::U64(2));
@@ -431,7 +434,7 @@ mod tests {
             }
             .key()
         };
-        let changes: Vec<Box<dyn Fn(&mut ModelSpec, &mut Geometry, &mut [u64; 3])>> = vec![
+        let changes: Vec<Change> = vec![
             Box::new(|s, _, _| s.family = "qwen3".into()),
             Box::new(|s, _, _| {
                 s.params
