@@ -188,6 +188,7 @@ PUBLISHED_DIGESTS = {
     "6.2.0": "a8680d818d325c322995a5bc6f35f0bdf50a6f4cee3d26536c4000856f658444",
     "6.3.0": "e1638300fc9ea7901c383cb95fbedf7707284a55815e795ca28e2019ae666f40",
     "6.4.0": "da08436f28b1f6b023f7518c50361f4c837a88e65264774487c45c7258cea06e",
+    "6.5.0": "c46fa621d8f5888cb9efdea0a6c34817779b997e557ff743bbbec202ef27d832",
 }
 
 
@@ -209,6 +210,8 @@ _VERSION_STATEMENTS = (
         r"Specification version \*\*(\d+\.\d+\.\d+)\*\*\. "
         r"Conformance suite version \*\*(\d+\.\d+\.\d+)\*\*\."
     ),
+    # the harness's hello in an example exchange: it sends this suite's version
+    re.compile(r'"op": ?"hello", ?"protocol": ?\d+, ?"suite": ?"(\d+\.\d+\.\d+)"'),
 )
 
 
@@ -217,10 +220,15 @@ def test_every_document_states_this_release() -> None:
     status line of each spec document, the release line of spec/README.md, conformance.md's
     summary, INTERPRETING.md's table, README.md's status and spec/README.md's heading
     (6.1.0 shipped them saying 6.0.0 and 3.0.0; 6.2.0's README said 6.1.0; the heading
-    said 4.0.0 until 6.3.0)."""
+    said 4.0.0 until 6.3.0), and the hello of an example exchange (protocol.md's said
+    6.0.0 until 6.5.0)."""
     root = Path(__file__).resolve().parent.parent
     stale, found = [], 0
-    documents = [*sorted((root / "spec").glob("*.md")), root / "conformance" / "INTERPRETING.md"]
+    documents = [
+        *sorted((root / "spec").glob("*.md")),
+        *sorted((root / "docs").glob("*.md")),
+        root / "conformance" / "INTERPRETING.md",
+    ]
     for path in [*documents, root / "README.md"]:
         text = path.read_text(encoding="utf-8")
         for pattern in _VERSION_STATEMENTS:

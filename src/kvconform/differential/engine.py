@@ -218,7 +218,10 @@ def run_property(
     runs = judge.runs
     if shrink:
         deadline = time.perf_counter() + max(1.0, shrink_seconds / 2)
-        final, extra = minimize(lambda p: _judge(prop, reference, driver, p), final, deadline)
+        keeps = prop.keeps(driver.info) if prop.keeps is not None else None
+        final, extra = minimize(
+            lambda p: _judge(prop, reference, driver, p), final, deadline, keeps
+        )
         runs += extra
         seconds = time.perf_counter() - start
     result = PropertyResult(

@@ -10,6 +10,7 @@ Nothing here needs Hypothesis.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -117,6 +118,9 @@ def refine(
         if sum(1 for o in program if isinstance(o, ops.PrefixStore)) > 64:
             cites.add("PREFIX-19")
         half = "more: positions computed for another prefix or other discriminants (over-reuse)"
+    made = _made(program, op)
+    if made is not None and made.capacity is not None:
+        cites.add("PREFIX-24")  # what a bounded cache holds after its stores
     return replace(
         mismatch,
         expected=f"{ref.value} leading positions reused",
@@ -125,11 +129,17 @@ def refine(
     )
 
 
+def _made(program: Program, lookup: ops.PrefixLookup) -> ops.PrefixNew | None:
+    """The ``prefix_new`` that made the prefix cache ``lookup`` reads."""
+    return next(
+        (o for o in program if isinstance(o, ops.PrefixNew) and o.handle == lookup.prefix),
+        None,
+    )
+
+
 def _block_size(program: Program, lookup: ops.PrefixLookup) -> int:
-    for o in program:
-        if isinstance(o, ops.PrefixNew) and o.handle == lookup.prefix:
-            return max(1, o.block_size)
-    return 1
+    made = _made(program, lookup)
+    return 1 if made is None else max(1, made.block_size)
 
 
 def prefix_property(make: Callable[..., T]) -> T:
@@ -146,6 +156,9 @@ def prefix_property(make: Callable[..., T]) -> T:
         "writer": strategies.prefix_writer,
         "reference_for": reference_for,
         "refine": refine,
+        "keeps": lambda info: functools.partial(
+            strategies.within_promises, scope=strategies.PrefixScope.of(info)
+        ),
     }
     return make(**fields)
 

@@ -44,6 +44,10 @@ class Property:
     #: (profile v1, every option at its default) would answer otherwise; else ``None``.
     reference_for: Callable[[AdapterInfo], Driver | None] | None = None
     refine: prefix.Refiner | None = None  # a disagreement told in the property's own terms
+    #: For an implementation, whether a program shortened by deleting operations is still
+    #: one the property's programs promise (:func:`.shrink.minimize`); ``None``: any
+    #: well-formed program is.
+    keeps: Callable[[AdapterInfo], Callable[[Program], bool]] | None = None
 
     @property
     def id(self) -> str:

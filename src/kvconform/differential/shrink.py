@@ -182,12 +182,17 @@ def minimize(
     judge: Callable[[Program], Counterexample | ReferenceBroken | None],
     cx: Counterexample,
     deadline: float,
+    keeps: Callable[[Program], bool] | None = None,
 ) -> tuple[Counterexample, int]:
     """Delete what the shrinker left that the disagreement does not need (greedy, one at a
     time).
 
     A shrinker of choices shrinks values well but cannot always delete an early step
-    whose removal changes how later choices are read; this pass can.
+    whose removal changes how later choices are read; this pass can. A candidate is
+    kept only if it is well formed and, given ``keeps`` (the property's
+    :attr:`~kvconform.differential.properties.Property.keeps`), still within what the
+    property's programs promise: a deletion can take a program where a correct
+    implementation may answer otherwise than the reference, which is no counterexample.
     """
     runs = 0
     improved = True
@@ -196,7 +201,7 @@ def minimize(
         for candidate in _candidates(cx.program):
             if time.perf_counter() >= deadline:
                 break
-            if not well_formed(candidate):
+            if not well_formed(candidate) or (keeps is not None and not keeps(candidate)):
                 continue
             runs += 1
             judged = judge(candidate)

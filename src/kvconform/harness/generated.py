@@ -89,12 +89,15 @@ CHECKS: tuple[GeneratedCheck, ...] = (
             "PREFIX-20",
             "PREFIX-21",
             "PREFIX-22",
+            "PREFIX-24",
         ),
         why="Requests drawn from earlier ones (copied, cut, extended, changed in one token; "
         "media, embeddings, salts, user keys and adapters kept or changed, from vocabularies "
         "small enough that prefixes, salts and adapter names collide), stored and looked up "
         "at random block sizes in one or several prefix caches over a shared tier, adapters "
-        "reloaded under equal names, and runs of 512 distinct one-block requests: each "
+        "reloaded under equal names, runs of 512 distinct one-block requests, and, for an "
+        "implementation that can bound a prefix cache, stores into a cache bounded at the "
+        "blocks of its last few stores followed by lookups of every request: each "
         "lookup's count is compared with the reference's, so a miss where the same prefix "
         "and discriminants were stored (under-reuse, PREFIX-2) fails as surely as reuse "
         "across a difference (over-reuse).",
@@ -105,7 +108,11 @@ CHECKS: tuple[GeneratedCheck, ...] = (
         "prefix_tier_layout: converted with every prefix cache in one layout; the "
         "programs stay where your other prefix options give the same answer (your block "
         "size, no empty salt under refuse, caller ids that name the content under caller, "
-        "no equal weights in one process under instance, a tier only under shared)",
+        "no equal weights in one process under instance, a tier only under shared, a bound "
+        "only under the capability prefix_capacity (not under prefix_partial: tokens), and "
+        "then at the blocks of whole stores "
+        "that share no block, no store larger than it, no lookup before the last store, "
+        "no tier)",
         decisions=(  # not the seeds': every rule of the class is a decision (spec/prefix.md)
             "prefix-observable-reuse",
             "prefix-partial",
@@ -120,6 +127,7 @@ CHECKS: tuple[GeneratedCheck, ...] = (
             "prefix-chain-root",
             "prefix-shared-tier",
             "prefix-tier-layout",
+            "prefix-capacity",
         ),
     ),
 )

@@ -38,8 +38,8 @@ one (this package names every public writer, for ``strategies.X``):
   (every other operation of a declared class, from its table entry), :mod:`.keys` (the
   rules in their fixed order, the stories that cross classes).
 - :mod:`.hash` -- mix programs (:func:`hash_program_list`).
-- :mod:`.prefix` (with :mod:`.prefix_scope`) -- stores and lookups of related requests, the
-  class ``prefix_cache``
+- :mod:`.prefix` (with :mod:`.prefix_scope`, and :mod:`.prefix_bounded` for a bounded
+  cache) -- stores and lookups of related requests, the class ``prefix_cache``
   (:func:`prefix_program`, :class:`PrefixScope`).
 - :mod:`.signature` (blocks, payload faults, lying stamps, measures and stamps),
   :mod:`.profile_v2` (version-2 blocks and layouts), :mod:`.verify` (verifications, and
@@ -73,6 +73,7 @@ from kvconform.differential.strategies.prefix import (
     prefix_programs,
     prefix_writer,
 )
+from kvconform.differential.strategies.prefix_bounded import within_promises
 from kvconform.differential.strategies.prefix_scope import PrefixScope
 from kvconform.differential.strategies.profile_v2 import (
     coherent_block_v2,
@@ -243,4 +244,5 @@ __all__ = [
     "verify_op_v2",
     "verify_ops",
     "wide",
+    "within_promises",
 ]

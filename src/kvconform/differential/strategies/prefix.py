@@ -35,6 +35,13 @@ the programs stay where every other declared option does not:
   up before it is stored, then the last one looked up again, as in the scenarios of
   ``prefix/strength.yaml`` (PREFIX-19: a narrow identity collides among them; every
   answer but the last is 0, which no eviction changes);
+- ``prefix_capacity`` (a capability, PREFIX-24): one program in six is a *bounded*
+  program (:func:`.prefix_bounded.bounded`), a prefix cache made with a capacity at which
+  what it must hold is whole stores, whatever an engine chooses where the rule lets it;
+  a shortened counterexample stays such a program
+  (:func:`.prefix_bounded.within_promises`). Not under
+  ``prefix_partial: tokens``, whose reference holds blocks of one position, so a bound
+  in positions, and whose engines hold blocks: no engine or variant declares both;
 - ``prefix_inputs`` (a capability, PREFIX-23): no adapter, media item, embeddings, salt
   or user key the implementation's requests cannot carry (:func:`within_inputs`).
 """
@@ -49,62 +56,20 @@ from hypothesis import strategies as st
 
 import kvconform.differential.strategies.prefix_scope as v
 from kvconform.differential.compare import Program
+from kvconform.differential.strategies.prefix_bounded import bounded
+from kvconform.differential.strategies.prefix_requests import (
+    Cache,
+    Embeds,
+    Load,
+    Media,
+    Request,
+    Span,
+    fits,
+)
 from kvconform.differential.strategies.prefix_scope import PrefixScope, within_inputs
 from kvconform.differential.strategies.source import Source, Writer, flag, items, pick, strategy
 from kvconform.protocol import operations as ops
 from kvconform.values import AdapterInfo
-
-
-@dataclass(frozen=True)
-class _Media:
-    start: int
-    length: int
-    content: str
-    width: int
-    height: int
-    caller_id: str | None
-
-
-@dataclass(frozen=True)
-class _Embeds:
-    start: int
-    length: int
-    content: str
-
-
-_Span = _Media | _Embeds
-
-
-@dataclass(frozen=True)
-class _Load:
-    handle: str
-    cache: str
-    name: str
-    weights: str
-
-
-@dataclass
-class _Cache:
-    handle: str
-    stored_blocks: int = 0
-
-
-@dataclass(frozen=True)
-class _Request:
-    handle: str
-    tokens: tuple[int, ...]
-    salt: str | None = None
-    user_key: str | None = None
-    lora: _Load | None = None
-    spans: tuple[_Span, ...] = ()
-
-
-def _fits(span: _Span, others: tuple[_Span, ...] | list[_Span], length: int) -> bool:
-    """Inside the request, overlapping no other item (placements do not overlap)."""
-    if span.start < 0 or span.length < 1 or span.start + span.length > length:
-        return False
-    end = span.start + span.length
-    return all(end <= o.start or o.start + o.length <= span.start for o in others)
 
 
 @dataclass
@@ -114,11 +79,11 @@ class PrefixBuilder:
     src: Source
     scope: PrefixScope = field(default_factory=PrefixScope)
     ops: list[ops.Op] = field(default_factory=list)
-    caches: list[_Cache] = field(default_factory=list)
-    loads: list[_Load] = field(default_factory=list)
-    requests: list[_Request] = field(default_factory=list)
-    stored: list[_Request] = field(default_factory=list)
-    last_store: _Cache | None = None
+    caches: list[Cache] = field(default_factory=list)
+    loads: list[Load] = field(default_factory=list)
+    requests: list[Request] = field(default_factory=list)
+    stored: list[Request] = field(default_factory=list)
+    last_store: Cache | None = None
     tier: str | None = None
     block: int = 4
     counts: dict[str, int] = field(default_factory=dict)
@@ -132,6 +97,9 @@ class PrefixBuilder:
     def program(self) -> Program:
         src = self.src
         self.block = pick(src, self.scope.block_sizes)
+        if self.scope.capacity and not self.scope.partial and src.integer(0, 5) == 5:
+            bounded(self)
+            return within_inputs(tuple(self.ops), self.scope.inputs)
         if self.scope.tier and src.integer(0, 3) != 0:
             self.tier = self.fresh("t")
             self.ops.append(ops.TierNew(self.tier))
@@ -168,20 +136,20 @@ class PrefixBuilder:
         elif kind == 7 and len(self.caches) < v.MAX_CACHES:
             self.new_cache(first=False)
 
-    def where(self) -> _Cache:
+    def where(self) -> Cache:
         """The prefix cache of the next request: most often the last one a request was
         stored in (where what it is drawn from is found), else any."""
         if self.last_store is not None and self.src.integer(0, 3) != 0:
             return self.last_store
         return pick(self.src, self.caches)
 
-    def cache_for(self, request: _Request) -> _Cache:
+    def cache_for(self, request: Request) -> Cache:
         """A prefix cache the request may go to: its adapter's, or any."""
         if request.lora is not None:
             return next(c for c in self.caches if c.handle == request.lora.cache)
         return pick(self.src, self.caches)
 
-    def new_cache(self, first: bool) -> None:
+    def new_cache(self, first: bool) -> Cache:
         """A prefix cache (another engine process): the first one's configuration, or one
         field of it changed (PREFIX-21), attached to the tier if there is one."""
         config = list(v.BASE_CONFIG)
@@ -192,11 +160,13 @@ class PrefixBuilder:
         handle = self.fresh("p")
         model, dtype, layout, shard = config
         self.ops.append(ops.PrefixNew(handle, self.block, model, dtype, layout, shard))
-        self.caches.append(_Cache(handle))
+        cache = Cache(handle)
+        self.caches.append(cache)
         if self.tier is not None and not flag(self.src):
             self.ops.append(ops.PrefixAttach(handle, self.tier))
+        return cache
 
-    def load(self, cache: _Cache, like: _Load | None = None) -> _Load:
+    def load(self, cache: Cache, like: Load | None = None) -> Load:
         """An adapter loaded into a process, under a name of the shared vocabulary, or
         ``like``'s name again (a reload: vLLM #42125).
 
@@ -212,14 +182,14 @@ class PrefixBuilder:
             elsewhere = sorted({load.weights for load in self.loads} - here)
             new = f"{name}-v{len(self.loads) + 1}"
             weights = pick(self.src, [new, *elsewhere])
-        load = _Load(self.fresh("l"), cache.handle, name, weights)
+        load = Load(self.fresh("l"), cache.handle, name, weights)
         self.loads.append(load)
         self.ops.append(ops.LoraLoad(load.handle, cache.handle, name, weights))
         return load
 
     # requests ------------------------------------------------------------------------
 
-    def request(self, cache: _Cache) -> _Request:
+    def request(self, cache: Cache) -> Request:
         """A new request for ``cache``: drawn from an earlier one (three times in four),
         or fresh."""
         src = self.src
@@ -232,7 +202,7 @@ class PrefixBuilder:
         self.emit(made)
         return made
 
-    def turns(self, cache: _Cache) -> None:
+    def turns(self, cache: Cache) -> None:
         """A conversation in two turns: the first blocks of a new request stored, then the
         whole request looked up (and stored): it reuses those blocks and, whatever it
         shares with other stored requests further on, nothing after them that followed
@@ -256,7 +226,7 @@ class PrefixBuilder:
         self.lookup(whole, cache)
         self.store(whole, cache)
 
-    def fresh_request(self, cache: _Cache) -> _Request:
+    def fresh_request(self, cache: Cache) -> Request:
         src = self.src
         tokens = tuple(
             items(src, lambda: src.integer(0, v.TOKEN_MAX), v.MAX_TOKENS, min_size=1, mean_extra=8)
@@ -265,20 +235,20 @@ class PrefixBuilder:
         salt = pick(src, salts) if src.integer(0, 2) == 2 else None
         user_key = pick(src, v.USER_KEYS) if src.integer(0, 2) == 2 else None
         lora = self.lora_in(cache) if src.integer(0, 2) == 2 else None
-        spans: list[_Span] = []
+        spans: list[Span] = []
         for _ in range(src.integer(0, 3)):
             span = self.span(len(tokens))
-            if _fits(span, spans, len(tokens)):
+            if fits(span, spans, len(tokens)):
                 spans.append(span)
-        return _Request(self.fresh("r"), tokens, salt, user_key, lora, tuple(spans))
+        return Request(self.fresh("r"), tokens, salt, user_key, lora, tuple(spans))
 
-    def lora_in(self, cache: _Cache) -> _Load:
+    def lora_in(self, cache: Cache) -> Load:
         """One of the process's adapters, or one loaded now (the first choice when none is)."""
         mine = [load for load in self.loads if load.cache == cache.handle]
         choice = self.src.integer(0, len(mine))
         return mine[choice - 1] if choice else self.load(cache)
 
-    def derive(self, base: _Request, cache: _Cache, focus: int | None = None) -> _Request:
+    def derive(self, base: Request, cache: Cache, focus: int | None = None) -> Request:
         """``base`` with its tokens copied, cut, extended, cut and extended, changed in one
         token or continued as another request continues; its items kept where they fit,
         or one added, dropped or changed in one attribute; one of its salt, user key and
@@ -313,14 +283,14 @@ class PrefixBuilder:
         change = pick(src, (0, 3, 3, 1, 2)) if focus in (1, 3) else 0
         if change == 1:
             span = self.span(length)
-            if _fits(span, spans, length):
+            if fits(span, spans, length):
                 spans.append(span)
         elif change == 2 and spans:
             spans.pop(src.integer(0, len(spans) - 1))
         elif change == 3 and spans:
             at = src.integer(0, len(spans) - 1)
             changed = self.vary_span(spans[at], length)
-            if _fits(changed, spans[:at] + spans[at + 1 :], length):
+            if fits(changed, spans[:at] + spans[at + 1 :], length):
                 spans[at] = changed
         salt, user_key = base.salt, base.user_key
         lora = base.lora
@@ -340,11 +310,11 @@ class PrefixBuilder:
             lora = self.load(cache, like=lora)
         elif which == 5:  # the same text in other discriminants (PREFIX-16)
             salt, user_key, lora = self.respell(salt, user_key, lora)
-        return _Request(self.fresh("r"), tuple(tokens), salt, user_key, lora, tuple(spans))
+        return Request(self.fresh("r"), tuple(tokens), salt, user_key, lora, tuple(spans))
 
     def respell(
-        self, salt: str | None, user_key: str | None, lora: _Load | None
-    ) -> tuple[str | None, str | None, _Load | None]:
+        self, salt: str | None, user_key: str | None, lora: Load | None
+    ) -> tuple[str | None, str | None, Load | None]:
         """The salt and user key swapped, their joined text split elsewhere, or the
         adapter's name moved into the salt or the user key (and the adapter dropped):
         what an engine joining or untagging its extras takes for the same namespace
@@ -363,24 +333,24 @@ class PrefixBuilder:
             return lora.name, user_key, None
         return salt, lora.name, None
 
-    def span(self, length: int) -> _Span:
+    def span(self, length: int) -> Span:
         """A media item (with its shape and caller id) or embeddings, over one to four
         positions inside the request."""
         src = self.src
         start = src.integer(0, length - 1)
         size = src.integer(1, min(4, length - start))
         if src.integer(0, 2) == 2:
-            return _Embeds(start, size, pick(src, v.EMBEDDINGS))
+            return Embeds(start, size, pick(src, v.EMBEDDINGS))
         content = pick(src, v.CONTENTS)
         width, height = pick(src, v.SHAPES)
-        return _Media(start, size, content, width, height, self.caller_id(content))
+        return Media(start, size, content, width, height, self.caller_id(content))
 
     def caller_id(self, content: str) -> str | None:
         if self.scope.media_caller:
             return f"id-{content}"  # the caller names the content (PREFIX-11)
         return pick(self.src, v.CALLER_IDS)
 
-    def vary_span(self, span: _Span, length: int) -> _Span:
+    def vary_span(self, span: Span, length: int) -> Span:
         """``span`` with one attribute changed: content, shape, start, length or caller id."""
         src = self.src
         what = src.integer(0, 4)
@@ -388,7 +358,7 @@ class PrefixBuilder:
             return replace(span, start=span.start + pick(src, (1, -1)))
         if what == 3:
             return replace(span, length=span.length + pick(src, (1, -1)))
-        if isinstance(span, _Embeds):
+        if isinstance(span, Embeds):
             return replace(span, content=pick(src, v.EMBEDDINGS))
         if what == 0:
             content = pick(src, v.CONTENTS)
@@ -399,14 +369,14 @@ class PrefixBuilder:
             return replace(span, width=width, height=height)
         return replace(span, caller_id=pick(src, v.CALLER_IDS))
 
-    def emit(self, request: _Request) -> None:
+    def emit(self, request: Request) -> None:
         handle = request.handle
         text = " ".join(str(t) for t in request.tokens)
         self.ops.append(ops.RequestNew(handle, text, request.salt, request.user_key))
         if request.lora is not None:
             self.ops.append(ops.RequestLora(handle, request.lora.handle))
         for span in request.spans:
-            if isinstance(span, _Media):
+            if isinstance(span, Media):
                 self.ops.append(
                     ops.RequestMedia(
                         handle,
@@ -424,10 +394,10 @@ class PrefixBuilder:
 
     # stores and lookups ---------------------------------------------------------------
 
-    def lookup(self, request: _Request, cache: _Cache) -> None:
+    def lookup(self, request: Request, cache: Cache) -> None:
         self.ops.append(ops.PrefixLookup(cache.handle, request.handle))
 
-    def store(self, request: _Request, cache: _Cache) -> None:
+    def store(self, request: Request, cache: Cache) -> None:
         """Store, unless the prefix cache would then hold more blocks than PREFIX-6 keeps."""
         blocks = -(-len(request.tokens) // self.block)
         if cache.stored_blocks + blocks > v.HELD_BLOCKS:
@@ -446,7 +416,7 @@ class PrefixBuilder:
         cache = self.caches[0]
         images = flag(src)
         seen: set[int] = set()
-        last: list[_Request] = []
+        last: list[Request] = []
 
         def item() -> bool:
             """One item, its choices (whether there is one, its label) in one group, so
@@ -460,14 +430,14 @@ class PrefixBuilder:
             if images:
                 content = f"img-{label}"
                 caller = f"id-{content}" if self.scope.media_caller else None
-                request = _Request(
+                request = Request(
                     self.fresh("r"),
                     (7,) * self.block,
-                    spans=(_Media(0, self.block, content, 336, 336, caller),),
+                    spans=(Media(0, self.block, content, 336, 336, caller),),
                 )
             else:
                 first = 100 + label * self.block
-                request = _Request(self.fresh("r"), tuple(range(first, first + self.block)))
+                request = Request(self.fresh("r"), tuple(range(first, first + self.block)))
             self.emit(request)
             self.ops.append(ops.PrefixLookup(cache.handle, request.handle))
             self.ops.append(ops.PrefixStore(cache.handle, request.handle))

@@ -33,6 +33,8 @@ OTHER_CONFIG = ("llama-3-8b-v2", "fp8", "hnd", "tp1-of-2")
 HELD_BLOCKS = 64
 #: Distinct one-block requests in a strength program (prefix/strength.yaml's 512).
 STRENGTH_ITEMS = 512
+#: The most requests a bounded program stores.
+BOUNDED_STORES = 8
 MAX_CACHES = 4
 
 
@@ -44,6 +46,8 @@ class PrefixScope:
     block_sizes: tuple[int, ...] = BLOCK_SIZES
     #: ``prefix_partial: tokens`` (the reference answers with blocks of one position).
     partial: bool = False
+    #: ``prefix_partial: exact_tail``: a partial last block is a block (of a bound too).
+    tail: bool = False
     #: Whether tiers are drawn: ``prefix_tier: shared`` and whole blocks only.
     tier: bool = True
     #: Whether the empty salt is drawn: ``prefix_empty_salt: distinct``.
@@ -54,6 +58,9 @@ class PrefixScope:
     media_caller: bool = False
     #: Whether a program may be a strength program (512 one-block requests).
     strength: bool = True
+    #: Whether a program may bound its prefix cache (capability ``prefix_capacity``,
+    #: PREFIX-24): a *bounded* program.
+    capacity: bool = True
     #: The discriminants a request may carry (capability ``prefix_inputs``, PREFIX-23).
     inputs: frozenset[str] = frozenset(PREFIX_INPUTS)
 
@@ -64,10 +71,12 @@ class PrefixScope:
         return cls(
             block_sizes=BLOCK_SIZES if fixed == "any" else (int(fixed),),
             partial=partial,
+            tail=info.option("prefix_partial") == "exact_tail",
             tier=info.option("prefix_tier") == "shared" and not partial,
             empty_salt=info.option("prefix_empty_salt") == "distinct",
             adapter_content=info.option("prefix_adapter_identity") == "content",
             media_caller=info.option("prefix_media_identity") == "caller",
+            capacity=info.prefix_capacity,
             inputs=frozenset(PREFIX_INPUTS if info.prefix_inputs is None else info.prefix_inputs),
         )
 
