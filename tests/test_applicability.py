@@ -133,9 +133,11 @@ def test_option_scenarios_follow_the_declared_answer() -> None:
 @pytest.mark.covers("PREFIX-5")
 def test_a_case_for_none_applies_under_exact_tail_only_where_no_block_is_partial() -> None:
     """Under ``prefix_partial: exact_tail`` a case written for ``none`` is judged as
-    written when every request fills whole blocks, and set aside when one does not:
-    fails a harness that sets every ``none`` case aside (judging less than it may) and
-    one that judges a case with a partial block, whose answer differs."""
+    written when every request it stores fills whole blocks, and set aside when one does
+    not: fails a harness that sets every ``none`` case aside (judging less than it may),
+    one that still asks every request to fill whole blocks (6.3.0 to 6.5.0: a request
+    only looked up holds no block), and one that judges a case that stores a partial
+    block, whose answer differs."""
     from kvconform.harness.declarations import option_not_declared
 
     info = replace(
@@ -149,10 +151,39 @@ def test_a_case_for_none_applies_under_exact_tail_only_where_no_block_is_partial
     }
     assert for_none["prefix.reuse.token-change-in-the-last-block"] is None  # 12 tokens, blocks of 4
     assert for_none["prefix.partial.divergence-inside-a-block-under-none"] is None
+    # stores whole blocks only, looks up requests of 10 and 6 tokens (since 7.0.0)
+    assert for_none["prefix.reuse.branching-requests-each-keep-their-branch"] is None
     assert "(CONF-6)" in str(for_none["prefix.partial.tail-is-not-stored-in-whole-blocks"])
     assert "(CONF-6)" in str(for_none["prefix.reuse.block-size-two"])
     tokens = replace(info, options={**info.options, "prefix_partial": "tokens"})
     assert all(option_not_declared(c, tokens) for c in suite.all_cases() if c.id in for_none)
+
+
+@pytest.mark.covers("PREFIX-6")
+def test_a_case_for_one_block_size_applies_to_an_implementation_of_any() -> None:
+    """A case written for one ``prefix_block_size`` whose prefix caches all have that size
+    is judged as written for an implementation declaring ``any`` (since 7.0.0), which
+    makes them as asked; one with a cache of another size is set aside, and so is every
+    such case for an implementation of one other size (unless re-expressed, §6.4.4).
+    Fails a harness that sets the cases of one size aside for ``any`` (judging less than
+    it may) and one that judges a case whose caches differ from the size it assumes."""
+    from kvconform.harness.declarations import option_not_declared
+
+    info = ReferenceAdapter().describe()
+    assert info.option("prefix_block_size") == "any"
+    sized = [c for c in suite.all_cases() if any(k == "prefix_block_size" for k, _ in c.options)]
+    assert len(sized) >= 7 and all(option_not_declared(c, info) is None for c in sized)
+    case = next(c for c in sized if ("prefix_block_size", "16") in c.options)
+    other = replace(
+        case,
+        program=tuple(
+            replace(op, block_size=4) if isinstance(op, ops.PrefixNew) else op
+            for op in case.program
+        ),
+    )
+    assert "assumes prefix_block_size: 16" in str(option_not_declared(other, info))
+    eight = replace(info, options={**info.options, "prefix_block_size": "8"})
+    assert "assumes prefix_block_size: 16" in str(option_not_declared(case, eight))
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,9 @@ Two things follow from a declaration, and both live here:
   u64 mixes that fold the same bytes; a replacement layer's first differing
   field taken in the declared order; a stamp whose dtype the reader cannot hold
   refused as ``unrepresentable`` at its place in the check order (VERIFY-9).
+
+A fixed key schema's own rules (which models it keys, and an ``identity`` case's
+models written within it) are :mod:`.key_schema`'s.
 """
 
 from __future__ import annotations
@@ -32,10 +35,11 @@ from kvconform.harness.checks import (
     ValueIs,
     ValueOneOf,
 )
+from kvconform.harness.key_schema import in_schema, model_spec, outside_schema, schema_models
 from kvconform.harness.scenario import Case
 from kvconform.protocol import codec
 from kvconform.protocol import operations as ops
-from kvconform.values import AdapterInfo, MixOp, ModelSpec, Param
+from kvconform.values import AdapterInfo, MixOp
 
 #: Above this many u64 mixes a raw-bytes program is not re-expressed (a 1 MiB
 #: fold would become 131,072 mixes); the case is then not applicable instead.
@@ -52,14 +56,35 @@ def option_not_declared(case: Case, info: AdapterInfo) -> str | None:
 
 
 def _answers_alike(case: Case, name: str, value: str, declared: str) -> bool:
-    """Whether the case's answers are the same under both values: a case written for
-    ``prefix_partial: none`` whose every request fills whole blocks of every prefix
-    cache it makes holds no partial block, so ``exact_tail`` answers it alike (PREFIX-5)."""
+    """Whether the case's answers are the same under both values.
+
+    - A case written for ``prefix_partial: none`` whose every stored request fills whole
+      blocks of the prefix cache it is stored in holds no partial block, so
+      ``exact_tail`` answers it alike: a lookup of a request with a partial last block
+      finds no such block stored, and stops where ``none`` stops (PREFIX-5; until 7.0.0,
+      every request of the case had to fill whole blocks of every cache).
+    - A case written for one ``prefix_block_size`` whose every prefix cache has that
+      block size is answered alike by an implementation that declares ``any``, which
+      makes them as asked (PREFIX-6, since 7.0.0).
+    """
+    if name == "prefix_block_size" and declared == "any":
+        return all(str(op.block_size) == value for op in _made(case))
     if (name, value, declared) != ("prefix_partial", "none", "exact_tail"):
         return False
-    sizes = {op.block_size for op in case.program if isinstance(op, ops.PrefixNew)}
-    lengths = [len(op.tokens.split(" ")) for op in case.program if isinstance(op, ops.RequestNew)]
-    return all(n % size == 0 for n in lengths for size in sizes)
+    sizes: dict[str, int] = {}
+    lengths: dict[str, int] = {}
+    for op in case.program:  # in order: a handle named again after a restart is a new one
+        if isinstance(op, ops.PrefixNew):
+            sizes[op.handle] = op.block_size
+        elif isinstance(op, ops.RequestNew):
+            lengths[op.handle] = len(op.tokens.split(" "))
+        elif isinstance(op, ops.PrefixStore) and lengths[op.request] % sizes[op.prefix]:
+            return False
+    return True
+
+
+def _made(case: Case) -> list[ops.PrefixNew]:
+    return [op for op in case.program if isinstance(op, ops.PrefixNew)]
 
 
 def _other_block_size(case: Case, info: AdapterInfo) -> str | None:
@@ -273,7 +298,7 @@ def adapt(case: Case, info: AdapterInfo) -> Case:
             (spec := model_spec(op)) is not None and outside_schema(spec, info.key_schema, "")
             for op in program
         ):
-            program = [_in_schema(op, *models) for op in program]
+            program = [in_schema(op, *models) for op in program]
             changed = True
     for index, op in enumerate(program):
         if isinstance(op, ops.Hash) and not info.raw_fold:
@@ -345,114 +370,6 @@ def as_u64_mixes(mix: MixOp, limit: int = _MAX_REEXPRESSED) -> tuple[MixOp, ...]
     return tuple(
         MixOp("u64", int.from_bytes(data[i : i + 8], "little")) for i in range(0, len(data), 8)
     )
-
-
-# -- fixed per-family key schema (PLAN-17) ----------------------------------------
-
-
-def model_spec(op: ops.Op) -> ModelSpec | None:
-    if isinstance(op, ops.ModelNew):
-        return op.spec
-    if isinstance(op, ops.PlanKey):
-        return op.identity.model
-    return None
-
-
-def _type_of(value: object) -> str:
-    if isinstance(value, str):
-        return "str"
-    return "f64" if isinstance(value, float) else "u64"
-
-
-#: The values a re-expressed model's fields hold (the distinguishing field aside).
-_PLAIN: dict[str, Param] = {"u64": 1, "f64": 1.0, "str": "x"}
-
-
-def schema_models(
-    case: Case, schema: Mapping[str, Mapping[str, str]]
-) -> tuple[dict[ModelSpec, ModelSpec], dict[str, str]] | None:
-    """For an ``identity`` case, its models written within a fixed ``schema``, or ``None``.
-
-    Such a case checks instance ids only (ID group): which models are alike and which
-    hooks they toggle matters, never what their parameters are. So each distinct model
-    becomes a model of one family of the schema with every field given: the same
-    plain values, but one field that tells the models apart (1, 2, ... in program
-    order); and each hook name the case uses becomes one of that family's hooks, in
-    sorted order (CONF-7: the check is the same). ``None`` when the case is of another
-    class, asks for a key, or the schema has no family with enough hooks and a field to
-    tell its models apart (the case is then not applicable, PLAN-17). Returns the new
-    model per original one, and the new hook name per original one.
-    """
-    if case.cls != "identity" or any(
-        isinstance(op, ops.PlanKey | ops.SessionNew) for op in case.program
-    ):
-        return None
-    specs = list(dict.fromkeys(op.spec for op in case.program if isinstance(op, ops.ModelNew)))
-    hooks = sorted(
-        {h for spec in specs for h, _ in spec.hooks}
-        | {op.hook for op in case.program if isinstance(op, ops.ModelSetHook)}
-    )
-    for family in sorted(schema):
-        fields = sorted(schema[family].items())
-        family_hooks = [name for name, kind in fields if kind == "hook"]
-        params = [(name, kind) for name, kind in fields if kind != "hook"]
-        if len(family_hooks) < len(hooks) or (len(specs) > 1 and not params):
-            continue
-        renamed = dict(zip(hooks, family_hooks, strict=False))
-        models = {}
-        for number, spec in enumerate(specs, 1):
-            values: dict[str, Param] = {name: _PLAIN[kind] for name, kind in params}
-            if params:
-                name, kind = params[0]
-                distinct: dict[str, Param] = {
-                    "u64": number,
-                    "f64": float(number),
-                    "str": f"m{number}",
-                }
-                values[name] = distinct[kind]
-            present = {renamed[h]: p for h, p in spec.hooks}
-            models[spec] = ModelSpec(
-                family,
-                tuple(values.items()),
-                tuple((h, present.get(h, False)) for h in family_hooks),
-            )
-        return models, renamed
-    return None
-
-
-def _in_schema(
-    op: ops.Op, models: Mapping[ModelSpec, ModelSpec], hooks: Mapping[str, str]
-) -> ops.Op:
-    if isinstance(op, ops.ModelNew):
-        return replace(op, spec=models[op.spec])
-    if isinstance(op, ops.ModelSetHook):
-        return replace(op, hook=hooks[op.hook])
-    return op
-
-
-def outside_schema(
-    spec: ModelSpec, schema: Mapping[str, Mapping[str, str]], name: str
-) -> str | None:
-    """Why ``spec`` cannot be keyed by the fixed schema ``name`` declares (PLAN-17), or ``None``."""
-    fields = schema.get(spec.family)
-    if fields is None:
-        return (
-            f"uses the model family {spec.family!r}, which {name}'s fixed key schema "
-            "does not have (capabilities.key_schema, PLAN-17)"
-        )
-    for param, value in spec.params:
-        if fields.get(param) != _type_of(value):
-            return (
-                f"uses the {spec.family} parameter {param!r} as {_type_of(value)}, which "
-                f"{name}'s fixed key schema does not key that way (PLAN-17)"
-            )
-    for hook, _ in spec.hooks:
-        if fields.get(hook) != "hook":
-            return (
-                f"uses the {spec.family} hook {hook!r}, which {name}'s fixed key "
-                "schema does not have (PLAN-17)"
-            )
-    return None
 
 
 # -- dtype names a reader cannot hold (SIG-14, VERIFY-9) ---------------------------

@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from kvconform.harness.checks import ErrorIs, OutcomeCheck, Refuses, SignatureIs
-from kvconform.harness.declarations import model_spec, outside_schema, schema_models
 from kvconform.harness.hook_carrier import NoRoom, hooks_in_turn
+from kvconform.harness.key_schema import model_spec, outside_schema, schema_models
 from kvconform.harness.reexpress_v2 import block_of as block_of  # re-exported
 from kvconform.harness.reexpress_v2 import for_readable_set, is_v1_scenario, lift_to_v2
 from kvconform.harness.scenario import Case

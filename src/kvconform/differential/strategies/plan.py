@@ -27,7 +27,7 @@ from kvconform.differential.strategies.values import (
     step_inputs,
     wide,
 )
-from kvconform.harness.declarations import outside_schema
+from kvconform.harness.key_schema import outside_schema
 from kvconform.protocol import operations as ops
 from kvconform.values import (
     Param,
