@@ -7,6 +7,7 @@ reports a verdict it did not reach.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import json
@@ -25,7 +26,7 @@ import pytest
 from kvconform import cli
 from kvconform.cli import run as cli_run
 from kvconform.harness import runner, suite
-from tests.interrupts import ctrl_c_live, ignoring
+from tests.interrupts import ignoring, stop_signals_live
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -203,12 +204,14 @@ def test_list_into_a_closed_pipe_is_quiet() -> None:
 
 
 def _a_run_waiting_on_a_hanging_adapter(
-    tmp_path: Path,
+    tmp_path: Path, *, nohup: bool = False
 ) -> tuple[subprocess.Popen[str], list[int]]:
-    """``kvconform run`` started as at a terminal, once it waits on an adapter that hangs
-    on its third cache_len; and the adapter's processes."""
+    """``kvconform run`` started as at a terminal (under ``nohup``: with SIGHUP ignored,
+    as nohup starts its command), once it waits on an adapter that hangs on its third
+    cache_len; and the adapter's processes."""
     adapter = f"{sys.executable} {FIXTURES / 'misbehaving_adapter.py'} hang --op cache_len --at 3"
-    with ctrl_c_live():  # as at a terminal, even under a shell that ignores it
+    # as at a terminal, even when the tests were started in the background or under nohup
+    with stop_signals_live(), ignoring(signal.SIGHUP) if nohup else contextlib.nullcontext():
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -264,8 +267,7 @@ def test_a_signal_stops_the_adapter_group_and_leaves_reports_marked_interrupted(
 def test_a_run_under_nohup_outlives_its_terminal(tmp_path: Path) -> None:
     """``nohup kvconform run ...``: the SIGHUP of a closed terminal is ignored as nohup
     asked; a SIGTERM still stops the run (the other half of the test above)."""
-    with ignoring(signal.SIGHUP):  # what nohup does before it starts the command
-        proc, children = _a_run_waiting_on_a_hanging_adapter(tmp_path)
+    proc, children = _a_run_waiting_on_a_hanging_adapter(tmp_path, nohup=True)
     try:
         proc.send_signal(signal.SIGHUP)
         time.sleep(1)

@@ -31,7 +31,7 @@ from kvconform.protocol import operations as ops
 from kvconform.protocol.channel import PollChannel, StreamFault
 from kvconform.protocol.client import StdioDriver
 from kvconform.values import Broken, MixOp, ModelSpec, Ok, Outcome, StepInputs
-from tests.interrupts import ctrl_c_live
+from tests.interrupts import stop_signals_live
 
 SERVE = [sys.executable, "-m", "kvconform.serve"]
 STDLIB_ENCODER = json.JSONEncoder(separators=(",", ":"))
@@ -504,7 +504,7 @@ def test_a_ctrl_c_reaches_the_harness_only_which_then_shuts_the_adapter_down() -
         print("adapter exit status:", process.returncode, flush=True)
         """
     )
-    with ctrl_c_live():  # as at a terminal, even under a shell that ignores it
+    with stop_signals_live():  # as at a terminal, even under a shell that ignores it
         proc = subprocess.Popen(
             [sys.executable, "-c", harness],
             stdout=subprocess.PIPE,
