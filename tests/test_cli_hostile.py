@@ -249,8 +249,11 @@ def test_a_signal_stops_the_adapter_group_and_leaves_reports_marked_interrupted(
     stale = tmp_path / "report.json"
     stale.write_text('{"stale": "from the previous run"}', encoding="utf-8")
     proc, children = _a_run_waiting_on_a_hanging_adapter(tmp_path)
-    proc.send_signal(signum)
-    _, err = proc.communicate(timeout=60)
+    try:
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        _left_nothing_running(proc, children)
     assert proc.returncode == cli.EXIT_INTERRUPTED, err
     assert "interrupted" in err and "Traceback" not in err
     report = json.loads(stale.read_text(encoding="utf-8"))
@@ -275,13 +278,23 @@ def test_a_run_under_nohup_outlives_its_terminal(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _left_nothing_running(proc, children)
     assert proc.returncode == cli.EXIT_INTERRUPTED, err
     assert "interrupted by signal SIGTERM" in err, err
     time.sleep(0.5)
     assert not [pid for pid in children if _alive(pid)], "the adapter's group was stopped"
+
+
+def _left_nothing_running(proc: subprocess.Popen[str], children: list[int]) -> None:
+    """A test that failed before the command stopped leaves neither it nor its adapter
+    running (a run that ignored its signal would go on, a case at a time, for hours)."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for pid in children:
+        if _alive(pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def _children(pid: int) -> list[int]:
