@@ -30,7 +30,7 @@ from kvconform_reference import prefix
 
 from kvconform.adapters.reference import ReferenceAdapter
 from kvconform.differential import strategies
-from kvconform.differential.declared import DeclaredReference, _DeclaredCache
+from kvconform.differential.declared import DeclaredReference
 from kvconform.harness import runner, suite
 from kvconform.protocol import operations as ops
 from kvconform.protocol.driver import InProcessDriver
@@ -75,7 +75,7 @@ def _every_run(run: Callable[[Callable[[int], int]], T]) -> Iterator[T]:
 
 
 @dataclass
-class _FreeCache(_DeclaredCache):
+class _FreeCache(prefix.PrefixCache):
     """The reference's bounded prefix cache, taking each choice PREFIX-24 leaves open from
     ``choose``. ``held`` has one entry per block the cache holds, a copy computed again
     an entry of its own: its key (a unique object for a partial last block, which holds
