@@ -38,11 +38,31 @@ def unasked(program: tuple[ops.Op, ...]) -> list[str]:
     sizes_at: dict[str, set[int]] = {}  # tier: the block sizes of the caches attached to it
     opened: set[str] = set()  # the storage names a tier_new of this process opened
     bound: set[str] = set()  # the handles the class prefix_cache bound
+    loaded_in: dict[str, str] = {}  # adapter: the prefix cache it was loaded into
+    adapter_of: dict[str, str] = {}  # request: its adapter
+    items: dict[str, list[tuple[int, int]]] = {}  # request: its items' placements
     for op in program:
         if isinstance(op, Restart):  # no handle is live after it (PROTO-37)
             made, tokens, stored, looked_up, sizes_at = {}, {}, set(), set(), {}
-            opened, bound = set(), set()
+            opened, bound, loaded_in, adapter_of, items = set(), set(), {}, {}, {}
             continue
+        if isinstance(op, ops.LoraLoad):
+            loaded_in[op.handle] = op.prefix
+        elif isinstance(op, ops.RequestLora):
+            if op.request in adapter_of:
+                met.append(f"{op.request} given a second adapter")
+            adapter_of[op.request] = op.lora
+        elif isinstance(op, ops.RequestMedia | ops.RequestEmbeds):
+            end = op.start + op.length
+            if end > len(tokens[op.request].split()):
+                met.append(f"{op.request} has an item past its last position")
+            if any(op.start < e and s < end for s, e in items.setdefault(op.request, [])):
+                met.append(f"{op.request} has items that overlap")
+            items[op.request].append((op.start, end))
+        elif isinstance(op, ops.PrefixStore | ops.PrefixLookup):
+            adapter = adapter_of.get(op.request)
+            if adapter is not None and loaded_in[adapter] != op.prefix:
+                met.append(f"{op.request} used in {op.prefix}, its adapter loaded elsewhere")
         if op.needs == "prefix_cache" and hasattr(op, "handle"):
             bound.add(op.handle)
         if isinstance(op, ops.Drop) and op.handle in bound:
@@ -94,6 +114,21 @@ def test_the_check_names_each_point_it_is_about() -> None:
         ops.PrefixStore("small", "r"),
     )
     twice = (ops.TierNew("u", storage="d"), ops.TierNew("v", storage="d"))
+    given = (
+        ops.LoraLoad("l", "small", "a", "w"),
+        ops.RequestNew("q", "1 2 3"),
+        ops.RequestLora("q", "l"),
+        ops.RequestLora("q", "l"),
+        ops.RequestEmbeds("q", 2, 2, "e"),
+        ops.RequestEmbeds("q", 1, 2, "e"),
+        ops.PrefixLookup("p", "q"),
+    )
+    assert unasked((*program[:4], *given)) == [
+        "q given a second adapter",
+        "q has an item past its last position",
+        "q has items that overlap",
+        "q used in p, its adapter loaded elsewhere",
+    ]
     met = unasked((*program, *twice, ops.Drop("r")))
     assert len(met) == 7 and all(
         any(point in line for line in met)
