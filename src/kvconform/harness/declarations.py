@@ -78,8 +78,10 @@ def _answers_alike(case: Case, name: str, value: str, declared: str) -> bool:
             sizes[op.handle] = op.block_size
         elif isinstance(op, ops.RequestNew):
             lengths[op.handle] = len(op.tokens.split(" "))
-        elif isinstance(op, ops.PrefixStore) and lengths[op.request] % sizes[op.prefix]:
-            return False
+        elif isinstance(op, ops.PrefixStore):
+            size, length = sizes.get(op.prefix), lengths.get(op.request)
+            if size is None or length is None or length % size:
+                return False  # a partial block stored (or a handle this reading cannot follow)
     return True
 
 
