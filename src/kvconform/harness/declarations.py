@@ -68,7 +68,8 @@ def _answers_alike(case: Case, name: str, value: str, declared: str) -> bool:
       makes them as asked (PREFIX-6, since 7.0.0).
     """
     if name == "prefix_block_size" and declared == "any":
-        return all(str(op.block_size) == value for op in _made(case))
+        made = (op for op in case.program if isinstance(op, ops.PrefixNew))
+        return all(str(op.block_size) == value for op in made)
     if (name, value, declared) != ("prefix_partial", "none", "exact_tail"):
         return False
     sizes: dict[str, int] = {}
@@ -83,10 +84,6 @@ def _answers_alike(case: Case, name: str, value: str, declared: str) -> bool:
             if size is None or length is None or length % size:
                 return False  # a partial block stored (or a handle this reading cannot follow)
     return True
-
-
-def _made(case: Case) -> list[ops.PrefixNew]:
-    return [op for op in case.program if isinstance(op, ops.PrefixNew)]
 
 
 def _other_block_size(case: Case, info: AdapterInfo) -> str | None:
