@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from kvconform import cli
+from kvconform import cli, plugin
 from kvconform.cli import run as cli_run
 from kvconform.harness import runner, suite
 from tests.interrupts import ignoring, stop_signals_live
@@ -423,14 +423,29 @@ def test_write_expectations_into_an_unwritable_folder_is_refused_before_the_run(
 
 
 @pytest.mark.parametrize("timeout", ["nan", "inf", "-1", "1e308", "\u0663"])
-def test_the_plugin_refuses_a_bad_timeout(tmp_path: Path, timeout: str) -> None:
+def test_the_plugin_refuses_each_bad_timeout_as_a_usage_error(timeout: str) -> None:
+    """The plugin's own reading of --kv-timeout, in this process: each bad value is one
+    usage error naming the option, before anything is collected. The test below runs that
+    path once in a pytest of its own, as a user meets it."""
+
+    class Options:
+        stash = pytest.Stash()
+
+        def getoption(self, name: str) -> object:
+            return timeout if name == "kv_timeout" else None
+
+    with pytest.raises(pytest.UsageError, match=r"^--kv-timeout "):
+        plugin.pytest_configure(Options())  # type: ignore[arg-type]
+
+
+def test_the_plugin_refuses_a_bad_timeout(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "kvconform", "--kv-suite", "-q",
-         "-p", "no:cacheprovider", "--kv-timeout", timeout],
+         "-p", "no:cacheprovider", "--kv-timeout", "\u0663"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 4 and "--kv-timeout" in done.stderr, done.stderr[-500:]
-    assert "Traceback" not in done.stderr
+    assert "not a number" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_the_plugin_checks_the_manifest_of_the_suite_it_collects(tmp_path: Path) -> None:
