@@ -210,3 +210,27 @@ class _DeepestHitWins(PrefixCache):
 )
 class PrefixCapacityDeepestHitWins(PrefixAdapter):
     cache_cls = _DeepestHitWins
+
+
+class _CountsPastAMiss(PrefixCache):
+    def lookup(self, request: Request) -> int:
+        if self.capacity is None:
+            return super().lookup(request)
+        keys = self._local_keys(request)
+        lengths = request.block_lengths(self.block_size, self.partial_tail)
+        # MUTATION: every block of the chain it holds is counted, past a miss
+        return sum(length for key, length in zip(keys, lengths, strict=False) if key in self.blocks)
+
+
+@mutant(
+    "prefix-capacity-counts-past-a-miss",
+    breaks=("PREFIX-24", "PREFIX-2"),
+    half="under",
+    plausible="a lookup that counts every block of the request it still holds instead of "
+    "stopping at the first it does not, as a cache that never evicts could (its blocks "
+    "of a chain are always a run from the first); evicted in another order than last "
+    "block first, a later block outlives an earlier one and is counted behind the gap "
+    "(a Perl engine written from the documents found that no case judged it)",
+)
+class PrefixCapacityCountsPastAMiss(PrefixAdapter):
+    cache_cls = _CountsPastAMiss
