@@ -359,6 +359,10 @@ class Counterexample:
     #: The implementation's outcomes.
     actual: tuple[Outcome, ...]
     mismatch: Mismatch
+    #: Where other engines the rules allow were asked too (:attr:`Property.alternatives`),
+    #: every answer list that was right: the reference's and theirs. ``expected`` is the
+    #: one that agrees longest with the implementation.
+    allowed: tuple[tuple[Outcome, ...], ...] = ()
 
     def listing(self) -> str:
         return render_program(self.program, self.expected, self.actual, self.mismatch)

@@ -25,12 +25,13 @@ to replay an exported counterexample under that implementation's declaration.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from kvconform_reference import prefix
 
 from kvconform.adapters.reference import ReferenceAdapter
+from kvconform.protocol import operations as ops
 from kvconform.protocol.driver import Driver, InProcessDriver
 from kvconform.values import OPTIONS, AdapterInfo
 
@@ -46,10 +47,44 @@ class _DeclaredCache(prefix.PrefixCache):
     loads: dict[str, prefix.Adapter] = field(default_factory=dict)
 
 
+@dataclass
+class _KeepingRun(_DeclaredCache):
+    """The reference's bounded cache in another order within one store, which PREFIX-24
+    leaves to the engine: of the oldest store's blocks, the one at ``run`` (counted from
+    its first, 0) goes first, then its last; so the first ``run`` blocks of the store the
+    bound cuts are the ones a lookup still reaches (the reference's order, first block
+    first, leaves none of them)."""
+
+    run: int = 0
+    #: For each key stored, the store that stored it last and its place in that request.
+    placed: dict[bytes, tuple[int, int]] = field(default_factory=dict)
+    stores: int = 0
+
+    def store(self, request: prefix.Request) -> None:
+        self.stores += 1
+        super().store(request)
+
+    def _hold(self, keys: Iterable[bytes]) -> None:
+        for index, key in enumerate(keys):
+            self.blocks.pop(key, None)
+            self.blocks[key] = None
+            self.placed[key] = (self.stores, index)
+            if self.capacity is not None and len(self.blocks) > self.capacity:
+                oldest = min(self.placed[held][0] for held in self.blocks)
+                theirs = sorted(
+                    (self.placed[held][1], held)
+                    for held in self.blocks
+                    if self.placed[held][0] == oldest
+                )
+                chosen = next((held for at, held in theirs if at == self.run), theirs[-1][1])
+                del self.blocks[chosen]
+
+
 class DeclaredReference(ReferenceAdapter):
     """The reference answering as an implementation declaring ``options`` would have to
     (for ``prefix_partial``, ``prefix_adapter_identity`` and ``prefix_tier_layout``; see
-    the module)."""
+    the module). With ``run``, its bounded prefix caches evict in another order within
+    one store (:class:`_KeepingRun`)."""
 
     def __init__(
         self,
@@ -57,8 +92,10 @@ class DeclaredReference(ReferenceAdapter):
         writes: int = 1,
         reads: tuple[int, ...] | None = None,
         revision: str = "split_width",
+        run: int | None = None,
     ) -> None:
         super().__init__(writes=writes, reads=reads, revision=revision)
+        self.run = run
         declared = options or {}
         self.unit_blocks = _option(declared, "prefix_partial") == "tokens"
         self.partial_tail = _option(declared, "prefix_partial") == "exact_tail"
@@ -81,6 +118,10 @@ class DeclaredReference(ReferenceAdapter):
         if self.converted_layouts:
             layout = "converted"  # one layout for every cache: the tier's own (PREFIX-25)
         config = prefix.EngineConfig(model_name, kv_dtype, layout, shard)
+        if capacity is not None and self.run is not None:
+            return _KeepingRun(
+                size, config, capacity=capacity, partial_tail=self.partial_tail, run=self.run
+            )
         return _DeclaredCache(size, config, capacity=capacity, partial_tail=self.partial_tail)
 
     def lora_load(
@@ -117,6 +158,34 @@ def reference_for(info: AdapterInfo) -> Driver | None:
             revision=info.option("profile_v2_revision"),
         )
     )
+
+
+def other_orders(info: AdapterInfo, program: Sequence[ops.Op]) -> list[Driver]:
+    """For a program that bounds a prefix cache, the reference under the implementation's
+    declaration in every other order within one store that a lookup can tell apart
+    (:class:`_KeepingRun`, ``run`` from 1 to the most blocks a request of the program
+    has): engines PREFIX-24 allows, whose counts a correct engine may give instead of the
+    reference's. Where the stores share no block and fill whole blocks, what a lookup
+    reuses then depends only on how many of the first blocks of the store the bound cuts
+    are left, so one of these gives every count an allowed engine gives. Otherwise none."""
+    made = [op for op in program if isinstance(op, ops.PrefixNew) and op.capacity is not None]
+    if not made:
+        return []
+    block = max(1, min(op.block_size for op in made))
+    requests = [op for op in program if isinstance(op, ops.RequestNew)]
+    longest = max((-(-len(op.tokens.split(" ")) // block) for op in requests), default=0)
+    return [
+        InProcessDriver(
+            DeclaredReference(
+                info.options,
+                writes=info.format_writes or 1,
+                reads=tuple(sorted(info.format_reads)) or None,
+                revision=info.option("profile_v2_revision"),
+                run=run,
+            )
+        )
+        for run in range(1, min(longest, 64) + 1)
+    ]
 
 
 class DeclaringAs(DeclaredReference):

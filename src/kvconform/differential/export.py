@@ -43,6 +43,7 @@ from kvconform.protocol import operations as ops
 from kvconform.rendering import clip, one_line
 from kvconform.values import (
     OPTIONS,
+    Ok,
     Outcome,
 )
 
@@ -71,6 +72,8 @@ class CounterexampleLike(Protocol):
     def expected(self) -> tuple[Outcome, ...]: ...
     @property
     def mismatch(self) -> Mismatch: ...
+    @property
+    def allowed(self) -> tuple[tuple[Outcome, ...], ...]: ...
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,8 @@ def scenario_document(
         builder.add(index, op, outcome)
         step_of[index] = len(builder.steps)
     builder.close_relations()
+    if cx.allowed:
+        _counts_of_every_order(builder.steps, step_of, cx)
     cls = _class_of(cx.program)
     area = _area_of(cls, cx.program)
     body = json.dumps(builder.steps, sort_keys=True, ensure_ascii=False, default=str)
@@ -130,15 +135,26 @@ def scenario_document(
         )
     else:
         what = f"the reference answers {mismatch.expected}; {adapter} answered {mismatch.actual}"
+    if cx.allowed:
+        what = f"{adapter} answered {mismatch.actual}, and the rules allow {mismatch.expected}"
+        judged = (
+            "Each count is one that an engine the rules allow gives (PREFIX-24 leaves the "
+            "order within one store to the engine), and counts that every such engine "
+            "gives equal are compared with same; every other expectation is the "
+            "reference's answer."
+        )
+    else:
+        judged = "Every expectation here is the reference's answer."
     why = (
         f"Found by the generated differential check {origin} against {adapter}, and shrunk: "
-        f"at step {step} ({verb}) {what}. Every expectation here is the reference's answer."
+        f"at step {step} ({verb}) {what}. {judged}"
     )
     decisions = prefix.decisions(cls, requires)
     scenario = {
         "id": scenario_id,
-        "title": f"Generated counterexample: {adapter} disagrees with the reference at step "
-        f"{step} ({verb})",
+        "title": f"Generated counterexample: {adapter} disagrees with "
+        + ("every engine the rules allow" if cx.allowed else "the reference")
+        + f" at step {step} ({verb})",
         "class": cls,
         # A generated check compares with the reference under the implementation's own
         # declarations, so its verdict rests on the seeds unless a requirement it bears
@@ -162,6 +178,34 @@ def scenario_document(
         "scenarios": [scenario],
     }
     return Exported(document, scenario_id, area, step)
+
+
+def _counts_of_every_order(
+    steps: list[dict[str, Any]], step_of: Mapping[int, int], cx: CounterexampleLike
+) -> None:
+    """A counterexample judged against several engines the rules allow: each lookup
+    expects every count one of them gives (``expect_one_of`` where they differ), and the
+    lookups that every one of them answers alike are named and compared with ``same``.
+    What the counts must be together beyond that, only the generated check judges."""
+    lookups = [i for i, op in enumerate(cx.program) if isinstance(op, ops.PrefixLookup)]
+    counts = {i: tuple(_count(answers[i]) for answers in cx.allowed) for i in lookups}
+    groups: dict[tuple[object, ...], list[int]] = {}
+    for i in lookups:
+        values = sorted({c for c in counts[i] if isinstance(c, int)})
+        args = steps[step_of[i] - 1]["prefix_lookup"]
+        if len(values) > 1 and None not in counts[i]:
+            del args["expect"]
+            args["expect_one_of"] = _FlowList(values)
+            groups.setdefault(counts[i], []).append(i)
+    for members in groups.values():
+        if len(members) > 1:
+            for i in members:
+                steps[step_of[i] - 1]["prefix_lookup"]["as"] = f"reused_{i + 1}"
+            steps.append({"same": _FlowList([f"reused_{i + 1}" for i in members])})
+
+
+def _count(outcome: Outcome) -> object:
+    return outcome.value if isinstance(outcome, Ok) else None
 
 
 def _format_of(

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from kvconform.differential.compare import Mismatch, Program
-from kvconform.differential.declared import reference_for
+from kvconform.differential.declared import other_orders, reference_for
 from kvconform.harness import generated
 from kvconform.protocol import operations as ops
 from kvconform.values import DECISIONS, OPTION_DECISIONS, OPTIONS, AdapterInfo, Ok, Outcome
@@ -155,6 +155,7 @@ def prefix_property(make: Callable[..., T]) -> T:
         "programs": lambda info: strategies.prefix_programs(strategies.PrefixScope.of(info)),
         "writer": strategies.prefix_writer,
         "reference_for": reference_for,
+        "alternatives": other_orders,
         "refine": refine,
         "keeps": lambda info: functools.partial(
             strategies.within_promises, scope=strategies.PrefixScope.of(info)

@@ -9,7 +9,7 @@ A :class:`Property` pairs a generated check as the harness lists and explains it
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hypothesis import strategies as st
@@ -48,6 +48,11 @@ class Property:
     #: one the property's programs promise (:func:`.shrink.minimize`); ``None``: any
     #: well-formed program is.
     keeps: Callable[[AdapterInfo], Callable[[Program], bool]] | None = None
+    #: For an implementation and a program, other engines the rules allow whose answers
+    #: are as right as the reference's (``generated.prefix``: a bounded cache's other
+    #: orders within one store, PREFIX-24); the program passes when one of them, or the
+    #: reference, gives every answer the implementation gave. ``None``: the reference alone.
+    alternatives: Callable[[AdapterInfo, Program], Sequence[Driver]] | None = None
 
     @property
     def id(self) -> str:

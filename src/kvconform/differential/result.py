@@ -63,9 +63,14 @@ def case_result(result: PropertyResult) -> CaseResult:
         return CaseResult(case, "failed", (failure,), seconds=result.seconds)
     cx = result.counterexample
     op = cx.program[cx.mismatch.index]
+    whose = (
+        "the answer of the engine the rules allow that agrees longest with the implementation "
+        f"(one of {len(cx.allowed)} answer lists they give)"
+        if cx.allowed
+        else "the reference's answer"
+    )
     lines = [
-        f"counterexample after {result.runs} program(s), shrunk; each line gives "
-        "the reference's answer:",
+        f"counterexample after {result.runs} program(s), shrunk; each line gives {whose}:",
         cx.listing(),
         reproduce,
     ]

@@ -35,10 +35,11 @@ the programs stay where every other declared option does not:
   up before it is stored, then the last one looked up again, as in the scenarios of
   ``prefix/strength.yaml`` (PREFIX-19: a narrow identity collides among them; every
   answer but the last is 0, which no eviction changes);
-- ``prefix_capacity`` (a capability, PREFIX-24): one program in six is a *bounded*
-  program (:func:`.prefix_bounded.bounded`), a prefix cache made with a capacity at which
-  what it must hold is whole stores, whatever an engine chooses where the rule lets it;
-  a shortened counterexample stays such a program
+- ``prefix_capacity`` (a capability, PREFIX-24): three programs in twelve are *bounded*
+  programs (:func:`.prefix_bounded.bounded`), a prefix cache made with a capacity at which
+  what it must hold is whole stores, or, where its stores share no block, a capacity that
+  cuts a store, whose counts are judged against every order within that store the rule
+  leaves to the engine; a shortened counterexample stays such a program
   (:func:`.prefix_bounded.within_promises`). Not under
   ``prefix_partial: tokens``, whose reference holds blocks of one position, so a bound
   in positions, and whose engines hold blocks: no engine or variant declares both;
@@ -97,8 +98,9 @@ class PrefixBuilder:
     def program(self) -> Program:
         src = self.src
         self.block = pick(src, self.scope.block_sizes)
-        if self.scope.capacity and not self.scope.partial and src.integer(0, 5) == 5:
-            bounded(self)
+        roll = src.integer(0, 11)
+        if self.scope.capacity and not self.scope.partial and roll >= 9:
+            bounded(self, cut=roll == 9)  # two in twelve, and one more that cuts a store
             return within_inputs(tuple(self.ops), self.scope.inputs)
         if self.scope.tier and src.integer(0, 3) != 0:
             self.tier = self.fresh("t")

@@ -4,10 +4,12 @@
 PREFIX-24 fixes what a bounded cache holds after its stores, the blocks stored most
 recently, and leaves to the engine which block of one store goes first, whether a store
 computes again, in a block of its own, a block the cache holds, and whether it takes a
-block for a partial last block. A bounded program is drawn so that none of that changes
-a lookup's count (:func:`bounded`), and a counterexample shortened by deleting operations
-is kept only while it still is such a program (:func:`within_promises`), since the
-generated check compares every count with the reference's alone.
+block for a partial last block. A bounded program is drawn so that a lookup's count
+depends on none of that but the order within one store (:func:`bounded`), and the
+generated check accepts the counts of every such order
+(:func:`~kvconform.differential.declared.other_orders`); a counterexample shortened by
+deleting operations is kept only while it still is such a program
+(:func:`within_promises`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class Builder(Protocol):
     requests: list[Request]
     stored: list[Request]
 
+    def fresh(self, letter: str) -> str: ...
     def new_cache(self, first: bool) -> Cache: ...
     def derive(self, base: Request, cache: Cache, focus: int | None = None) -> Request: ...
     def fresh_request(self, cache: Cache) -> Request: ...
@@ -42,20 +45,26 @@ class Builder(Protocol):
     def lookup(self, request: Request, cache: Cache) -> None: ...
 
 
-def bounded(builder: Builder) -> None:
+def bounded(builder: Builder, cut: bool = False) -> None:
     """A prefix cache made with a capacity (PREFIX-24): requests stored one after
     another (each drawn afresh or from an earlier one: a prefix shared, a request
     stored again), then every request drawn looked up, and a few more drawn from them.
+    With ``cut``, every request stored is drawn afresh and one that starts as an
+    earlier store does is looked up only, so that no two stores share a block and the
+    bound may cut one; the first blocks of a few stored requests are looked up too
+    (:func:`first_blocks`).
 
-    The capacity is drawn last, from the sums of the blocks of the most recent stores
-    (the last one's, the last two's, ...) and from the blocks of every store: so what
-    the cache holds at the end is whole stores, whichever block of a store an engine
-    evicts first. A sum is drawn only while the stores it adds up start differently
-    (:func:`start`), so share no block: an engine may compute again, in a block of its
-    own, a block it holds, and where two of those stores shared one it would hold a
-    block older than them in the slot. A store that shares blocks with an older store
-    outside them is what makes the engine move the shared blocks up (a block stored
-    again counts as stored by the later store). No store takes more blocks than the
+    The capacity is drawn last (:func:`capacities`): from the sums of the blocks of the
+    most recent stores (the last one's, the last two's, ...) and from the blocks of
+    every store, so that what the cache holds at the end is whole stores; or, where no
+    two stores start alike, anywhere from the largest store up, so that the bound cuts
+    a store and which of its blocks are left is the engine's order within one store. A
+    sum is drawn only while the stores it adds up start differently (:func:`start`), so
+    share no block: an engine may compute again, in a block of its own, a block it
+    holds, and where two of those stores shared one it would hold a block older than
+    them in the slot. A store that shares blocks with an older store outside them is
+    what makes the engine move the shared blocks up (a block stored again counts as
+    stored by the later store). No store takes more blocks than the
     capacity, none is looked up before the last store, no tier is drawn, and but
     under ``exact_tail`` (whose partial last block is a block of the bound) a stored
     request fills whole blocks: points PREFIX-24 and spec/prefix.md leave to the
@@ -68,7 +77,7 @@ def bounded(builder: Builder) -> None:
     sizes: list[int] = []
 
     def store_one() -> None:
-        if builder.requests and flag(src):
+        if builder.requests and not cut and flag(src):
             request = builder.derive(pick(src, builder.requests[::-1]), cache)
         else:
             request = builder.fresh_request(cache)
@@ -76,11 +85,10 @@ def bounded(builder: Builder) -> None:
             request = whole_blocks(request, builder.block)
         builder.emit(request)
         size = -(-len(request.tokens) // builder.block)
-        if sum(sizes) + size > v.HELD_BLOCKS:
+        begins = start(request.salt, request.user_key, request.tokens, builder.scope, builder.block)
+        if sum(sizes) + size > v.HELD_BLOCKS or (cut and begins in starts):
             return  # looked up only: every store is held under a capacity of 64
-        starts.append(
-            start(request.salt, request.user_key, request.tokens, builder.scope, builder.block)
-        )
+        starts.append(begins)
         sizes.append(size)
         builder.ops.append(ops.PrefixStore(cache.handle, request.handle))
         builder.stored.append(request)
@@ -88,10 +96,26 @@ def bounded(builder: Builder) -> None:
     items(src, store_one, max_size=v.BOUNDED_STORES, min_size=3, mean_extra=4)
     for request in list(builder.requests):
         builder.lookup(request, cache)
+    if cut and builder.stored:  # a stored request's first blocks: the order a cut shows
+        items(src, lambda: first_blocks(builder, pick(src, builder.stored), cache), max_size=3)
     items(src, lambda: builder.lookup(builder.request(cache), cache), max_size=4, mean_extra=2)
     made_op = builder.ops[made]
     assert isinstance(made_op, ops.PrefixNew)
     builder.ops[made] = replace(made_op, capacity=pick(src, capacities(sizes, starts)))
+
+
+def first_blocks(builder: Builder, request: Request, cache: Cache) -> None:
+    """A request of the first whole blocks of ``request`` (one or more), looked up: where
+    the bound cut ``request``'s store, it and ``request`` are reused for as many of those
+    blocks as the engine's order left in a run, which only the two together show."""
+    full = len(request.tokens) // builder.block
+    if full < 1:
+        return
+    end = builder.block * builder.src.integer(1, full)
+    spans = tuple(s for s in request.spans if s.start + s.length <= end)
+    part = replace(request, handle=builder.fresh("r"), tokens=request.tokens[:end], spans=spans)
+    builder.emit(part)
+    builder.lookup(part, cache)
 
 
 def whole_blocks(request: Request, block: int) -> Request:
@@ -122,13 +146,19 @@ def capacities(sizes: list[int], starts: list[tuple[object, ...]]) -> list[int]:
     """The capacities a bounded program may have, after stores of ``sizes`` blocks that
     start as ``starts`` say (:meth:`PrefixBuilder.bounded`): the blocks of the last store,
     of the last two, ... while those stores start differently; of every store, and one
-    more; each at least the largest store and at most 64 (PREFIX-6), smallest first."""
+    more; and where every store starts differently, any other number too, which cuts a
+    store (its stores share no block, so what a lookup reuses depends only on how many
+    of the cut store's first blocks are left: one of
+    :func:`~kvconform.differential.declared.other_orders` gives it). Each at least the
+    largest store and at most 64 (PREFIX-6), smallest first."""
     sums = []
     for count in range(1, len(sizes) + 1):
         if len(set(starts[-count:])) < count:
             break  # two of these stores may share a block
         sums.append(sum(sizes[-count:]))
     sums += [sum(sizes), sum(sizes) + 1]  # every store held, exactly and not
+    if len(set(starts)) == len(starts):
+        sums += range(max(sizes), sum(sizes))  # a bound that cuts a store
     return sorted({n for n in sums if max(sizes) <= n <= v.HELD_BLOCKS})
 
 
