@@ -191,7 +191,7 @@ PUBLISHED_DIGESTS = {
     "6.5.0": "c46fa621d8f5888cb9efdea0a6c34817779b997e557ff743bbbec202ef27d832",
     "7.0.0": "8a5d8435a58b25b950cc0b6aa1c543d1997e229d5c8810fb28d2dccafe43d3be",
     "7.0.1": "4baf4f7a843550e6b04c3cabfdab6cd3a39c52c883ef16b24dc3eae6b8d7e3e5",
-    "7.1.0": "df41eca03c8ef797adcbd2c14f3808b8e88e5dac6b827a0c9cc0f952e598128c",
+    "7.1.0": "1836cba32f9159b1ae73ea3be32dd4b8996312dc3290bc1f9ffad8ec81966429",
 }
 
 
