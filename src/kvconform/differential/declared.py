@@ -165,9 +165,12 @@ def other_orders(info: AdapterInfo, program: Sequence[ops.Op]) -> list[Driver]:
     declaration in every other order within one store that a lookup can tell apart
     (:class:`_KeepingRun`, ``run`` from 1 to the most blocks a request of the program
     has): engines PREFIX-24 allows, whose counts a correct engine may give instead of the
-    reference's. Where the stores share no block and fill whole blocks, what a lookup
-    reuses then depends only on how many of the first blocks of the store the bound cuts
-    are left, so one of these gives every count an allowed engine gives. Otherwise none."""
+    reference's. Where the stores share no block and fill whole blocks (under
+    ``exact_tail``, a partial last block is one of them), what a lookup reuses depends
+    only on how many of the first blocks of the store the bound cuts are left, so one of
+    these gives every count an allowed engine gives
+    (``tests/test_prefix_capacity_freedoms.py`` holds them to every way of choosing).
+    Without a bounded prefix cache, none."""
     made = [op for op in program if isinstance(op, ops.PrefixNew) and op.capacity is not None]
     if not made:
         return []
