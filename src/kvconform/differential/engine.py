@@ -59,7 +59,7 @@ from kvconform.harness.declarations import unrepresentable
 from kvconform.harness.yamlsource import SourceError
 from kvconform.protocol import operations as ops
 from kvconform.protocol.driver import Driver, InProcessDriver
-from kvconform.values import AdapterInfo, Fault, Outcome, Refused
+from kvconform.values import AdapterInfo, Fault, Ok, Outcome, Refused
 
 #: Examples per property in the project's own quick tests.
 DEFAULT_EXAMPLES = 60
@@ -367,8 +367,20 @@ def _judge(
         return exc
     if mismatch is None:
         return None
+    at = mismatch.index
     mismatch = prop.refine(program, expected, actual, mismatch) if prop.refine else mismatch
-    if allowed:
+    if any(answers[at] == actual[at] for answers in allowed):
+        # right alone, wrong together: which answer is the wrong one, no rule says
+        got = actual[at]
+        mismatch = replace(
+            mismatch,
+            expected=f"{mismatch.expected}, as the engine the rules allow that gives every "
+            "answer before this one does",
+            actual=f"{got.value if isinstance(got, Ok) else got}: an answer an engine the "
+            "rules allow gives, but none together with the answers before it (one of those "
+            "may be the wrong one)",
+        )
+    elif allowed:
         mismatch = replace(
             mismatch,
             expected=f"{mismatch.expected} (from the engine the rules allow that agrees "
