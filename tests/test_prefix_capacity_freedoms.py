@@ -32,7 +32,7 @@ from kvconform_reference import prefix
 from kvconform.adapters.reference import ReferenceAdapter
 from kvconform.differential import strategies
 from kvconform.differential.declared import DeclaredReference, other_orders
-from kvconform.differential.engine import PROPERTIES_BY_ID, Property, run_property
+from kvconform.differential.engine import PROPERTIES_BY_ID, run_property
 from kvconform.harness import runner, suite
 from kvconform.harness.checks import RelationCheck
 from kvconform.harness.scenario import load_scenario_file
@@ -258,10 +258,6 @@ def test_every_generated_bounded_program_has_an_answer_for_every_engine(
     assert otherwise >= least_otherwise, otherwise
 
 
-def _with(prop: Property, **changes: object) -> Property:
-    return replace(prop, **changes)  # type: ignore[arg-type]
-
-
 def test_an_engine_of_another_order_passes_the_generated_check_the_reference_alone_fails() -> None:
     """Both halves of the generated check's other orders: an engine that evicts a store's
     last block first (as vLLM's and nano-vllm's queues of free blocks do) passes
@@ -270,7 +266,7 @@ def test_an_engine_of_another_order_passes_the_generated_check_the_reference_alo
     prop = PROPERTIES_BY_ID["generated.prefix"]
     last_first = InProcessDriver(_FreeReference({}, lambda count: count - 1))
     assert run_property(prop, last_first, examples=300, seed=5).verdict == "passed"
-    alone = _with(prop, alternatives=None)
+    alone = replace(prop, alternatives=None)
     assert run_property(alone, last_first, examples=300, seed=5, shrink=False).verdict == "failed"
     mutant = InProcessDriver(MUTANTS["prefix-capacity-counts-past-a-miss"].factory())
     result = run_property(prop, mutant, examples=300, seed=5)
