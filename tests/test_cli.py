@@ -537,9 +537,10 @@ def test_html_report_renders_in_a_real_browser(mutant_reports: Path, tmp_path: P
     assert len(dom.cells) == len(suite.requirements())
 
 
-@pytest.mark.covers("CONF-8")
-def test_every_report_shows_safety_failures_apart_from_policy_failures(tmp_path: Path) -> None:
-    """A failure on the seeds' semantics and one on a decision are told apart everywhere."""
+@pytest.mark.covers("CONF-8", "CONF-18")
+def test_every_report_shows_failures_by_basis_and_by_stake(tmp_path: Path) -> None:
+    """A failure on the seeds' semantics and one on a decision are told apart everywhere, and
+    so are failures by stake (CONF-18)."""
     status, out, err = run(
         "run",
         "--adapter",
@@ -557,22 +558,32 @@ def test_every_report_shows_safety_failures_apart_from_policy_failures(tmp_path:
     capacity = [r for r in data["results"] if r["id"] == "alloc.capacity.exceeded-is-refused-whole"]
     assert truncates[0]["basis"] == "seed" and truncates[0]["verdict"] == "failed"
     assert capacity[0]["basis"] == ["append-past-capacity"] and capacity[0]["verdict"] == "failed"
-    assert f"{by['seed']} on the seeds' semantics: fix first" in out
-    assert f"{by['decision']} on a decision of the specification: policy" in out
+    assert f"{by['seed']} on the seeds' semantics, {by['decision']} on a decision" in out
+    # the stake (CONF-18): a rewind that mints loses reuse; a refusal's wrong value is neither
+    assert truncates[0]["stake"] == "lost_reuse" and capacity[0]["stake"] == "other"
+    stakes = data["summary"]["failed_by_stake"]
+    assert stakes["unsafe"] == 0 and stakes["lost_reuse"] > 0 and stakes["other"] > 0, stakes
+    assert sum(stakes.values()) == data["summary"]["failed"]
+    assert f"0 unsafe (fix first), {stakes['lost_reuse']} lost reuse" in out
     markdown = (tmp_path / "summary.md").read_text()
-    assert f"### Failures on the seeds' semantics (fix first) ({by['seed']})" in markdown
-    policy = f"### Failures on a decision of the specification (policy) ({by['decision']})"
-    assert policy in markdown
+    lost = f"### Failures, lost reuse: gave up reuse it was owed ({stakes['lost_reuse']})"
+    assert lost in markdown
+    assert "### Failures, unsafe" not in markdown  # an empty group is not shown
     junit = ET.parse(tmp_path / "report.xml").getroot()
     types = Counter(f.get("type") for f in junit.iter("failure"))
     assert types == {"seed": by["seed"], "decision": by["decision"]}
+    messages = [str(f.get("message")) for f in junit.iter("failure")]
+    assert sum(m.startswith("[lost reuse; ") for m in messages) == stakes["lost_reuse"]
     page = (tmp_path / "report.html").read_text()
-    assert f"On the seeds' semantics (fix first): {by['seed']}" in page
-    assert f"On a decision of the specification (policy): {by['decision']}" in page
+    assert f"Lost reuse: gave up reuse it was owed: {stakes['lost_reuse']}</h3>" in page
+    assert "Unsafe: reused or accepted what must not be (fix first): 0</h3>" in page
     status, _, err = run("compare", str(tmp_path / "report.json"), "-o", str(tmp_path / "c.html"))
     assert status == cli.EXIT_OK, err
     matrix = (tmp_path / "c.html").read_text()
-    split = f"({by['seed']} on the seeds&#x27; semantics, {by['decision']} on a decision)"
+    split = (
+        f"(0 unsafe (fix first), {stakes['lost_reuse']} lost reuse, {stakes['other']} other; "
+        f"{by['seed']} on the seeds&#x27; semantics, {by['decision']} on a decision)"
+    )
     assert split in matrix
     assert "alloc.rewind.keeps-alloc-id: on the seeds&#x27; semantics" in matrix
     assert "alloc.capacity.exceeded-is-refused-whole: on decision append-past-capacity" in matrix

@@ -143,10 +143,12 @@ def test_failures_are_grouped_by_requirement_with_its_text(
         assert f"({len(ids)} failing)" in sections[rid]
         for case_id in ids:
             assert f'id="case-{case_id}"' in sections[rid], (rid, case_id)
-    # safety apart from policy (CONF-8): the split survives the grouping
-    by = report["summary"]["failed_by_basis"]
-    assert f"On the seeds' semantics (fix first): {by['seed']}</h3>" in page
-    assert f"On a decision of the specification (policy): {by['decision']}</h3>" in page
+    # the gravest first (CONF-18): the split by stake survives the grouping
+    by = report["summary"]["failed_by_stake"]
+    unsafe = page.index(f"Unsafe: reused or accepted what must not be (fix first): {by['unsafe']}")
+    lost = page.index(f"Lost reuse: gave up reuse it was owed: {by['lost_reuse']}</h3>")
+    other = page.index(f"Other: a wrong answer its step does not rank, or no answer: {by['other']}")
+    assert unsafe < lost < other
 
 
 @pytest.mark.xdist_group("html-report")
@@ -161,7 +163,7 @@ def test_each_failure_opens_to_its_text_and_the_commands_for_it(
         assert "trace (&gt; sent, &lt; received)" in block  # the run used --trace
         assert f"kvconform explain {r['id']}\n" in block
         assert f"kvconform run --id {r['id']} " in block
-        assert "policy: decision profile-v2" in block or "seed:" in block
+        assert "decision profile-v2</span>" in block or "seed:" in block
         # and, one level further in, what `kvconform explain` would print for it
         explained = page[page.index('<details class="explain">', start) :]
         assert explained.index("As written:") < explained.index("</details>")

@@ -148,6 +148,7 @@ def test_a_skeleton_claiming_every_class_fails_every_case_as_not_implemented(
     summary = done.stdout.strip().splitlines()[-1]
     assert "every one where the adapter broke instead of answering" in summary, summary
     assert "safety" not in summary and "policy" not in summary, summary
+    assert "unsafe" not in summary and "lost reuse" not in summary, summary
 
 
 class _Session:

@@ -10,6 +10,7 @@ from typing import Any, TextIO
 from kvconform.cli.common import _said
 from kvconform.harness import manifest
 from kvconform.harness.runner import CaseResult, render_advice
+from kvconform.harness.stakes import CASE_STAKES
 from kvconform.reports.record import declared as declared_text
 from kvconform.reports.untrusted import one_line
 
@@ -67,14 +68,16 @@ def _print_summary(
         gate_state,
         not_answers,
         only_broken,
+        stakes_text,
     )
     from kvconform.reports.record import verdict as record_verdict
 
     s, a = report["summary"], report["adapter"]
     failed = [r for r in results if r.verdict == "failed"]
     known = set(report["gate"]["expected_failures"]) if report.get("gate") else set()
-    # under a gate, what CI must act on first: the failures the expectations do not list
-    failed.sort(key=lambda r: r.case.id in known)
+    # under a gate, what CI must act on first: the failures the expectations do not list;
+    # then the gravest first: unsafe, lost reuse, the others (CONF-18)
+    failed.sort(key=lambda r: (r.case.id in known, CASE_STAKES.index(r.stake or "other")))
     for r in failed[: args.max_failures_shown]:
         mark = "(a known failure, listed in the expectations)\n" if r.case.id in known else ""
         out.write("\n" + mark + r.report() + "\n")
@@ -191,9 +194,8 @@ def _print_summary(
     elif s["failed"]:
         by = s["failed_by_basis"]
         split = (
-            f" ({by['seed']} on the seeds' semantics: fix first; "
-            f"{by['decision']} on a decision of the specification: policy"
-            f"{not_answers(s)})"
+            f" ({stakes_text(s)}; {by['seed']} on the seeds' semantics, "
+            f"{by['decision']} on a decision of the specification{not_answers(s)})"
         )
     reexpressed = sum(1 for c in report.get("results", []) if c.get("reexpressed"))
     if reexpressed:

@@ -14,6 +14,7 @@ from typing import Literal
 
 from kvconform.differential.compare import Counterexample
 from kvconform.differential.properties import Property
+from kvconform.harness import stakes
 from kvconform.harness.checks import Failure, Where
 from kvconform.harness.runner import CaseResult
 
@@ -90,5 +91,17 @@ def case_result(result: PropertyResult) -> CaseResult:
         requires=cx.mismatch.requires,
         detail="\n".join(lines),
         broken=cx.mismatch.broken,  # the adapter broke: its cause is the adapter's
+        stake=_stake(cx),
     )
     return CaseResult(case, "failed", (failure,), seconds=result.seconds)
+
+
+def _stake(cx: Counterexample) -> str:
+    """Which way the first disagreement erred, against every answer the rules allow there
+    (CONF-18; the reference's alone where no other engine was asked)."""
+    index = cx.mismatch.index
+    if cx.mismatch.broken or index >= len(cx.actual):
+        return ""
+    lists = cx.allowed or (cx.expected,)
+    allowed = [answers[index] for answers in lists if index < len(answers)]
+    return stakes.of_disagreement(cx.program[index], allowed, cx.actual[index])

@@ -47,7 +47,7 @@ class Case:
 
     @property
     def basis_kind(self) -> str:
-        """``seed`` or ``decision``: whether a failure breaks the seeds' semantics or a policy."""
+        """``seed`` or ``decision``: whether a failure breaks the seeds' semantics or a decision."""
         return "decision" if self.basis else "seed"
 
     @cached_property

@@ -44,6 +44,9 @@ class Failure:
     #: The adapter broke on this step (a crash, a timeout, a malformed reply): no answer
     #: was judged (PROTO-13 .. PROTO-29).
     broken: bool = False
+    #: Which way the answer erred, where the step says (CONF-18, :mod:`.stakes`):
+    #: ``unsafe``, ``lost_reuse``, or ``""`` for neither.
+    stake: str = ""
 
 
 # Expectations on one operation's outcome ------------------------------------

@@ -154,8 +154,8 @@ def explain_generated(property_id: str) -> str:
         ),
         "  rests on: "
         + (
-            f"decisions {', '.join(case.decisions)} (spec/README.md, Decisions; a failure is "
-            "about policy)"
+            f"decisions {', '.join(case.decisions)} (spec/README.md, Decisions: points the "
+            "seeds leave open; what a failure costs is its stake, CONF-18)"
             if case.decisions
             else "the seeds' semantics (a failure breaks a rule every implementation shares)"
         ),
@@ -177,7 +177,8 @@ def _basis(case: Case) -> str:
     if not case.basis:
         return "the seeds' semantics (a failure breaks a rule every implementation shares)"
     return (
-        f"decision {', '.join(case.basis)} (spec/README.md, Decisions; a failure is about policy)"
+        f"decision {', '.join(case.basis)} (spec/README.md, Decisions: a point the seeds leave "
+        "open; what a failure costs is its stake, CONF-18)"
     )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from kvconform.harness import stakes
 from kvconform.harness.checks import SUCCESS, Answers, Check, Failure, OutcomeCheck, Refuses
 from kvconform.harness.declarations import (
     adapt,
@@ -47,6 +48,13 @@ class CaseResult:
     #: values were right but whose message does not name its field or values (ERR-13,
     #: CONF-12). Empty under ``strict_messages``, where they are failures instead.
     advice: tuple[Failure, ...] = ()
+
+    @property
+    def stake(self) -> stakes.CaseStake | None:
+        """A failed case's stake: the gravest of its judged checks' (CONF-18)."""
+        if self.verdict != "failed":
+            return None
+        return stakes.of_case(f.stake for f in self.failures if not f.broken)
 
     def report(self) -> str:
         """What a person needs to see when the case failed (with its trace, if traced)."""
@@ -214,6 +222,8 @@ def run_case(
         # item it refused to attach): it is not judged (spec/security.md).
         if first_break is not None and not found.broken and _last_step(check) > first_break:
             found = replace(found, broken=True)
+        if not found.broken:
+            found = replace(found, stake=_stake(check, case.program, outcomes))
         failures.append(found)
     if first_break is not None and not failures:
         failures.append(Failure(case.checks[0].where, "no adapter failure", "adapter failure"))
@@ -224,6 +234,14 @@ def run_case(
         failures = [f for f in failures if not is_message_finding(f)]
     verdict: Verdict = "failed" if failures else "passed"
     return CaseResult(case, verdict, tuple(failures), seconds=seconds, trace=traced, advice=advice)
+
+
+def _stake(check: Check, program: Sequence[Op], outcomes: Sequence[Outcome]) -> str:
+    """Which way a failed check's answer erred, where its step says (CONF-18)."""
+    if isinstance(check, OutcomeCheck):
+        index = check.op_index
+        return stakes.of_outcome(program[index], check.expect, outcomes[index])
+    return stakes.of_relation(check.relation, [program[ref.op_index] for ref in check.refs])
 
 
 def _last_step(check: Check) -> int:
@@ -290,6 +308,7 @@ def _ids_given_again(case: Case, outcomes: Sequence[Outcome], driver: Driver) ->
                     f"an {kind} id no earlier case of this adapter process read",
                     f"{value}, read in {earlier} already: an id given twice",
                     requires=(rule,),
+                    stake="unsafe",  # a plan keyed on the earlier holder's id could pass
                 )
             )
         read.setdefault(kind, set()).add(value)
@@ -305,8 +324,8 @@ def run_cases(
     return [run_case(case, driver, trace=trace, strict_messages=strict_messages) for case in cases]
 
 
-#: Why a failed case failed, in the order a person should read them (CONF-8 sorts the
-#: wrong answers by basis, the seeds' semantics apart from policy; the other two are neither).
+#: Why a failed case failed, in the order a person should read them (the wrong answers
+#: are sorted by basis, CONF-8, and by stake, CONF-18; the other two are neither).
 CAUSES = ("answer", "message", "adapter")
 _CAUSE_TEXT = {
     "message": "only the error's message wording (ERR-13, a failure under --strict-messages); "
@@ -349,6 +368,9 @@ def render_failure(case: Case, failures: tuple[Failure, ...], reason: str = "") 
         f"  basis:    {_basis(case)}",
         f"  why:      {case.why}",
     ]
+    stake = stakes.of_case(f.stake for f in failures if not f.broken)
+    if stake in STAKE_TEXT:
+        lines.insert(-2, f"  stake:    {STAKE_TEXT[stake]}")
     cause = cause_of(failures)
     if cause != "answer":
         lines.insert(-2, f"  cause:    {_CAUSE_TEXT[cause]}")
@@ -379,16 +401,20 @@ def _inputs_given(case: Case) -> list[str]:
 
 
 def _basis(case: Case) -> str:
-    """What the verdict rests on, for a person deciding what to fix first (CONF-8)."""
+    """What the verdict rests on: who settled the rule (CONF-8), not what breaking it costs."""
     if not case.basis:
-        return (
-            "the seeds' semantics (a rule every implementation shares: a wrong answer, or "
-            "a plan rebuilt for nothing; fix these first)"
-        )
+        return "the seeds' semantics (a rule every implementation shares)"
     return (
-        f"decision {', '.join(case.basis)} of the specification (spec/README.md, Decisions; "
-        "a failure here is about policy)"
+        f"decision {', '.join(case.basis)} of the specification (spec/README.md, Decisions: "
+        "a point the seeds leave open, settled there with its reason)"
     )
+
+
+#: What a failed case's stake means, as its text shows it (CONF-18).
+STAKE_TEXT = {
+    "unsafe": "unsafe: it reused or accepted what must not be (fix first; CONF-18)",
+    "lost_reuse": "lost reuse: it gave up reuse it was owed (CONF-18)",
+}
 
 
 def render_advice(result: CaseResult) -> str:

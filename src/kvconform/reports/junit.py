@@ -96,6 +96,8 @@ def render(report: Mapping[str, Any]) -> str:
             elif r["verdict"] == "failed":
                 failure = r["failure"]
                 on = "seed" if basis == "seed" else "decision " + ",".join(basis)
+                if r.get("stake") in ("unsafe", "lost_reuse"):  # the gravest first (CONF-18)
+                    on = f"{str(r['stake']).replace('_', ' ')}; {on}"
                 node = ET.SubElement(
                     case,
                     "failure",

@@ -8,7 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from kvconform.files import write_atomic
-from kvconform.reports.record import advice_text, caveats, declared, gate_state, not_answers
+from kvconform.reports.record import (
+    advice_text,
+    caveats,
+    declared,
+    failure_groups,
+    gate_state,
+    not_answers,
+    stakes_text,
+)
 from kvconform.reports.record import verdict as record_verdict
 from kvconform.reports.untrusted import markdown as _m
 
@@ -51,6 +59,7 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
         + f" of {s['total']} cases in {report['seconds']:.1f} s. "
         f"Classes declared: {_list(a['classes']) or 'none'}. "
         + _declared(a)
+        + (f"Failed by stake: {stakes_text(s)}. " if stakes_text(s) else "")
         + f"Failed on the seeds' semantics: {s.get('failed_by_basis', {}).get('seed', 0)}; "
         f"on a decision: {s.get('failed_by_basis', {}).get('decision', 0)}" + not_answers(s) + ". "
         f"Suite digest {_code(report['suite']['digest'][:16])}.",
@@ -88,18 +97,11 @@ def render(report: Mapping[str, Any], *, max_failures: int = 25) -> str:
     for area, c in s["by_area"].items():
         lines.append(f"| {_m(area)} | {c['passed']} | {c['failed']} | {c['not_applicable']} |")
     failed = [r for r in report["results"] if r["verdict"] == "failed"]
-    groups = (
-        ("on the seeds' semantics (fix first)", [r for r in failed if r.get("basis") == "seed"]),
-        (
-            "on a decision of the specification (policy)",
-            [r for r in failed if r.get("basis") != "seed"],
-        ),
-    )
     shown = 0
-    for title, group in groups:
+    for title, group in failure_groups(failed):
         if not group:
             continue
-        lines += ["", f"### Failures {title} ({len(group)})", ""]
+        lines += ["", f"### Failures, {title} ({len(group)})", ""]
         for r in group:
             if shown >= max_failures:
                 break

@@ -13,6 +13,7 @@ from kvconform import limits
 from kvconform.files import write_atomic
 from kvconform.harness import suite
 from kvconform.harness.runner import CAUSES, CaseResult, cause_of
+from kvconform.harness.stakes import CASE_STAKES
 from kvconform.harness.yamlsource import Document, validate
 from kvconform.rendering import clip
 from kvconform.values import OPTIONS, AdapterInfo
@@ -102,6 +103,8 @@ def _result(result: CaseResult, file_names: dict[str, str]) -> dict[str, Any]:
     }
     if result.verdict in ("not_applicable", "not_run"):
         out["reason"] = result.reason
+    if result.stake is not None:  # which way a failed case erred (CONF-18)
+        out["stake"] = result.stake
     if case.reexpressed:  # judged in the declared shape, not as written (CONF-14)
         out["reexpressed"] = list(case.reexpressed)
     if result.advice:  # apart from failures: not part of the verdict (CONF-12)
@@ -144,6 +147,42 @@ def not_answers(summary: Mapping[str, Any]) -> str:
     return f"; of these, {' and '.join(parts)}" if parts else ""
 
 
+def stakes_text(summary: Mapping[str, Any]) -> str:
+    """The failed cases by stake (CONF-18), as a phrase: "2 unsafe (fix first), 1 lost
+    reuse, 0 other" (empty for a report that does not count them, or with no failure)."""
+    by = summary.get("failed_by_stake")
+    if not isinstance(by, Mapping) or not summary.get("failed"):
+        return ""
+    return (
+        f"{by.get('unsafe', 0)} unsafe (fix first), {by.get('lost_reuse', 0)} lost reuse, "
+        f"{by.get('other', 0)} other"
+    )
+
+
+#: The groups a report shows failed cases in, gravest first (CONF-18).
+STAKE_GROUPS = (
+    ("unsafe", "unsafe: reused or accepted what must not be (fix first)"),
+    ("lost_reuse", "lost reuse: gave up reuse it was owed"),
+    ("other", "other: a wrong answer its step does not rank, or no answer"),
+)
+
+
+def failure_groups(
+    failed: Sequence[Mapping[str, Any]],
+) -> list[tuple[str, list[Mapping[str, Any]]]]:
+    """The failed results of a JSON report by stake, each group with its heading; by basis
+    (CONF-8) for a report of a suite before 7.2.0, which records no stake."""
+    if failed and not any("stake" in r for r in failed):
+        return [
+            ("on the seeds' semantics", [r for r in failed if r.get("basis") == "seed"]),
+            ("on a decision of the specification", [r for r in failed if r.get("basis") != "seed"]),
+        ]
+    return [
+        (heading, [r for r in failed if r.get("stake", "other") == stake])
+        for stake, heading in STAKE_GROUPS
+    ]
+
+
 def basis_of(result: CaseResult) -> str | list[str]:
     """``"seed"``, or the decisions the case's verdict rests on (CONF-8)."""
     return list(result.case.basis) if result.case.basis else "seed"
@@ -175,6 +214,7 @@ def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
             "seed": sum(1 for r in failed if not r.case.basis),
             "decision": sum(1 for r in failed if r.case.basis),
         },
+        "failed_by_stake": {k: sum(1 for r in failed if r.stake == k) for k in CASE_STAKES},
         "failed_by_cause": {c: sum(1 for r in failed if cause_of(r.failures) == c) for c in CAUSES},
         # cases with advice: a message that does not name its field or values (ERR-13),
         # not a failure unless the run was --strict-messages (CONF-12)

@@ -9,7 +9,7 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
-from kvconform.reports.record import caveats, not_answers
+from kvconform.reports.record import caveats, not_answers, stakes_text
 from kvconform.reports.untrusted import visible
 
 
@@ -33,7 +33,8 @@ pre{background:#f7f7f7;padding:.6em;overflow-x:auto;white-space:pre-wrap}
 details.case{border-left:4px solid #d33;margin:.4em 0;padding:.2em .6em;background:#fdf6f6}
 details.case>summary{cursor:pointer}details.case[open]>summary{margin-bottom:.4em}
 .tag{font-size:.85em;padding:0 .4em;border-radius:.3em;white-space:nowrap}
-.tag.seed{background:#f8d0d0}.tag.decision{background:#fde9c4}.tag.known{background:#dde6f0}
+.tag.seed{background:#e4e4e4}.tag.decision{background:#fde9c4}.tag.known{background:#dde6f0}
+.tag.unsafe{background:#f8d0d0;font-weight:bold}.tag.lost_reuse{background:#d8ecd8}
 pre.cmd{background:#eef3fb}
 details.area{margin:.3em 0}details.area>summary{cursor:pointer;font-weight:600}
 form.filter{background:#f6f6f6;padding:.4em .8em;margin:1em 0}
@@ -93,9 +94,10 @@ def _caveat_note(report: Mapping[str, Any]) -> str:
 
 
 def _split(summary: Mapping[str, Any]) -> str:
-    """Failures on the seeds' semantics and on a decision, when there are any (CONF-8)."""
+    """Failures by stake (CONF-18) and by basis (CONF-8), when there are any."""
     by = summary.get("failed_by_basis")
     if not by or not summary["failed"]:
         return ""
     extra = not_answers(summary)
-    return f" ({by['seed']} on the seeds' semantics, {by['decision']} on a decision{extra})"
+    stakes = f"{stakes_text(summary)}; " if stakes_text(summary) else ""
+    return f" ({stakes}{by['seed']} on the seeds' semantics, {by['decision']} on a decision{extra})"

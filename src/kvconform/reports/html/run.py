@@ -11,7 +11,14 @@ from typing import Any
 
 from kvconform.rendering import clip
 from kvconform.reports.html.page import _LABEL, _TEXT_LIMIT, _counts_table, _page, _split, escape
-from kvconform.reports.record import advice_text, caveats, declared, format_text, gate_state
+from kvconform.reports.record import (
+    advice_text,
+    caveats,
+    declared,
+    failure_groups,
+    format_text,
+    gate_state,
+)
 
 #: The run page's script: the filter, and a failure linked to (``#case-<id>``) opens.
 #: It reads ``data-class``, ``data-area``, ``data-basis``, the form and the address's
@@ -190,8 +197,8 @@ def _filter(results: Sequence[Mapping[str, Any]]) -> list[str]:
 
     options = [
         ("any", "any"),
-        ("seed", "the seeds' semantics (fix first)"),
-        ("decision", "any decision of the specification (policy)"),
+        ("seed", "the seeds' semantics"),
+        ("decision", "any decision of the specification"),
         *((f"decision:{d}", f"decision {d}") for d in decisions),
     ]
     return [
@@ -218,7 +225,8 @@ def _failures(
     requirements: Mapping[str, Any],
     known: frozenset[str] = frozenset(),
 ) -> list[str]:
-    """Safety failures apart from policy ones (CONF-8), each grouped by its requirement;
+    """The failures by stake, the unsafe ones first (CONF-18; by basis, CONF-8, for a
+    report of a suite before 7.2.0, which has no stakes), each grouped by its requirement;
     a failure the expectations list is marked known."""
     out = [
         '<p class="meta">Grouped by the requirement each case is written for (the first it '
@@ -227,14 +235,8 @@ def _failures(
         "rerun the <code>--adapter</code> or <code>--adapter-cmd</code> of this run.</p>"
     ]
     order = {rid: index for index, rid in enumerate(requirements)}
-    for heading, group in (
-        ("On the seeds' semantics (fix first)", [r for r in failed if _basis(r) == "seed"]),
-        (
-            "On a decision of the specification (policy)",
-            [r for r in failed if _basis(r) != "seed"],
-        ),
-    ):
-        out.append(f'<h3 class="basis">{heading}: {len(group)}</h3>')
+    for heading, group in failure_groups(failed):
+        out.append(f'<h3 class="basis">{heading[0].upper()}{heading[1:]}: {len(group)}</h3>')
         by_requirement: dict[str, list[Mapping[str, Any]]] = {}
         for r in group:
             by_requirement.setdefault(_primary(r), []).append(r)
@@ -262,7 +264,10 @@ def _failure(result: Mapping[str, Any], known: bool = False) -> str:
     if basis == "seed":
         tag = '<span class="tag seed">seed: the seeds&#x27; semantics</span>'
     else:
-        tag = f'<span class="tag decision">policy: decision {escape(", ".join(basis))}</span>'
+        tag = f'<span class="tag decision">decision {escape(", ".join(basis))}</span>'
+    stake = result.get("stake")
+    if stake in ("unsafe", "lost_reuse"):
+        tag = f'<span class="tag {stake}">{stake.replace("_", " ")}</span> ' + tag
     if known:
         tag += ' <span class="tag known">known: listed in the expectations</span>'
     failure = result.get("failure", {})
