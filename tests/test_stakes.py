@@ -8,6 +8,7 @@ one that keys a per-step input lost reuse, whatever the basis of the cases that 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -191,3 +192,20 @@ def test_a_generated_counterexample_has_the_stake_of_its_disagreement(
     result = run_property(prop, InProcessDriver(mutant.factory()), examples=100, seed=0)
     assert result.verdict == "failed", result.reason
     assert case_result(result).stake == stake
+
+
+def test_a_case_ranked_by_a_later_check_names_that_check_too() -> None:
+    """A case shows its first failure (§7.3); where a later check gives it its stake,
+    its text names that check as well, so the stake is never shown beside an answer
+    that does not bear it out."""
+    from kvconform.harness.checks import Failure, Where
+    from kvconform.harness.runner import render_failure
+
+    case = suite.all_cases()[0]
+    first = Failure(Where("f.yaml", 3, "step 2 (cache_len)"), "4", "success: 5")
+    later = Failure(Where("f.yaml", 9, "step 5 (session_valid)"), "plan invalid", "plan valid")
+    text = render_failure(case, (first, replace(later, stake="unsafe")))
+    assert "failed at step 2 (cache_len)" in text
+    assert "stake:    unsafe" in text
+    assert "at step 5 (session_valid) (f.yaml:9): expected plan invalid; actual plan valid" in text
+    assert "            at " not in render_failure(case, (replace(first, stake="unsafe"), later))

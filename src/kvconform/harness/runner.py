@@ -371,6 +371,13 @@ def render_failure(case: Case, failures: tuple[Failure, ...], reason: str = "") 
     stake = stakes.of_case(f.stake for f in failures if not f.broken)
     if stake in STAKE_TEXT:
         lines.insert(-2, f"  stake:    {STAKE_TEXT[stake]}")
+        if first.stake != stake:  # the case's first failure is not the one that ranks it
+            at = next(f for f in failures if f.stake == stake and not f.broken)
+            lines.insert(
+                -2,
+                f"            at {at.where}: expected {_hanging(at.expected)}; "
+                f"actual {_hanging(at.actual)}",
+            )
     cause = cause_of(failures)
     if cause != "answer":
         lines.insert(-2, f"  cause:    {_CAUSE_TEXT[cause]}")
