@@ -227,7 +227,7 @@ def run_case(
         failures.append(found)
     if first_break is not None and not failures:
         failures.append(Failure(case.checks[0].where, "no adapter failure", "adapter failure"))
-    failures += _ids_given_again(case, outcomes, driver)
+    failures += _ids_given_again(case, outcomes, driver, first_break)
     advice: tuple[Failure, ...] = ()
     if not strict_messages:
         advice = tuple(f for f in failures if is_message_finding(f))
@@ -268,13 +268,16 @@ _ID_READS: dict[type[Op], tuple[str, str]] = {
 }
 
 
-def _ids_given_again(case: Case, outcomes: Sequence[Outcome], driver: Driver) -> list[Failure]:
+def _ids_given_again(
+    case: Case, outcomes: Sequence[Outcome], driver: Driver, first_break: int | None = None
+) -> list[Failure]:
     """An id this case read that an earlier case, on the same adapter process, read too.
 
     Every object is released at the end of its program (PROTO-16), so an id read in two
     programs was given to two objects: ids are never issued twice within a process
     (ID-3, ALLOC-1), whatever the programs in between. Ids of one kind are compared
-    with ids of that kind only; an adapter restarted since gives its ids anew.
+    with ids of that kind only; an adapter restarted since gives its ids anew. A read
+    after the step the adapter broke on is remembered but not judged (§7.3).
     """
     try:
         ledger = _LEDGERS.setdefault(driver, _IdLedger())
@@ -293,7 +296,8 @@ def _ids_given_again(case: Case, outcomes: Sequence[Outcome], driver: Driver) ->
         kind, rule = kind_and_rule
         value = outcome.value
         earlier = ledger.given.get(kind, {}).get(value)
-        if earlier is not None and value not in read.get(kind, set()):
+        judged = first_break is None or index < first_break
+        if earlier is not None and judged and value not in read.get(kind, set()):
             where = next(
                 (
                     c.where
