@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from pathlib import Path
 
 from kvconform.harness import suite
 from kvconform.harness.runner import run_cases
@@ -89,3 +90,62 @@ def test_a_restarted_adapter_gives_its_ids_anew() -> None:
     assert sum(r.verdict == "passed" for r in results) >= len(results) // 2, [
         r.verdict for r in results
     ]
+
+
+#: Three cases on one process whose allocation ids are all the same number: the
+#: first reads it; the second breaks on its first step and reads it only after; the
+#: third reads it again with nothing broken.
+_AFTER_A_BREAK = """\
+kvconform: scenarios/2
+area: identity
+description: ids read after a break
+scenarios:
+  - id: t.first
+    title: reads the id
+    class: identity
+    basis: seed
+    requires: [ALLOC-1]
+    why: the first read
+    steps:
+      - cache_new: {as: c, n_layers: 1, n_kv_heads: 1, head_dim: 1, max_seq_len: 4}
+  - id: t.after-a-break
+    title: breaks, then reads the id again
+    class: identity
+    basis: seed
+    requires: [ALLOC-1]
+    why: a read after the break
+    steps:
+      - hash: {as: h, ops: [{op: str, value: a}, {op: finish}]}
+      - cache_new: {as: c, n_layers: 1, n_kv_heads: 1, head_dim: 1, max_seq_len: 4}
+  - id: t.again
+    title: reads the id again
+    class: identity
+    basis: seed
+    requires: [ALLOC-1]
+    why: a judged read
+    steps:
+      - cache_new: {as: c, n_layers: 1, n_kv_heads: 1, head_dim: 1, max_seq_len: 4}
+"""
+
+
+def test_an_id_read_after_the_adapter_broke_is_remembered_but_not_judged(tmp_path: Path) -> None:
+    """INTERPRETING §5 item 7 and §7.3: the second case fails at its break, not on the id
+    it read after it; the third, which broke nothing, fails on the id given again."""
+    from kvconform.adapters.reference import ReferenceAdapter
+    from kvconform.harness.scenario import load_scenario_file
+    from kvconform.protocol.driver import InProcessDriver
+
+    class OneIdAndNoHash(ReferenceAdapter):
+        def cache_alloc_id(self, cache: object) -> int:
+            return 7
+
+        def hash(self, program: object) -> list[int]:
+            raise RuntimeError("no hash here")
+
+    path = tmp_path / "ids.yaml"
+    path.write_text(_AFTER_A_BREAK)
+    first, broken, again = run_cases(load_scenario_file(path), InProcessDriver(OneIdAndNoHash()))
+    assert first.verdict == "passed", first.report()
+    assert broken.verdict == "failed" and "an id given twice" not in broken.report()
+    assert again.verdict == "failed" and "an id given twice" in again.report(), again.report()
+    assert again.stake == "unsafe" and broken.stake == "other"
