@@ -585,7 +585,7 @@ def test_every_report_shows_failures_by_basis_and_by_stake(tmp_path: Path) -> No
         f"{by['seed']} on the seeds&#x27; semantics, {by['decision']} on a decision)"
     )
     assert split in matrix
-    assert "alloc.rewind.keeps-alloc-id: on the seeds&#x27; semantics" in matrix
+    assert "alloc.rewind.keeps-alloc-id: lost reuse, on the seeds&#x27; semantics" in matrix
     assert "alloc.capacity.exceeded-is-refused-whole: on decision append-past-capacity" in matrix
 
 

@@ -120,5 +120,10 @@ def render_compare(
                 text = clip(str(result.get("failure", {}).get("text", case_id)), _TEXT_LIMIT)
                 basis = result.get("basis", "seed")
                 on = "the seeds' semantics" if basis == "seed" else "decision " + ", ".join(basis)
-                body.append(f"<p>{shown_id}: on {escape(on)}</p><pre>{escape(text)}</pre>")
+                stake = result.get("stake")  # the gravest first, in words (CONF-18)
+                if stake in ("unsafe", "lost_reuse"):
+                    on = f"{stake.replace('_', ' ')}, on {on}"
+                else:
+                    on = f"on {on}"
+                body.append(f"<p>{shown_id}: {escape(on)}</p><pre>{escape(text)}</pre>")
     return _page(title, body)
