@@ -178,6 +178,11 @@ def test_a_salt_left_out_is_unsafe_though_its_basis_is_a_decision(name: str, sta
     [
         ("prefix-salt-ignored", "generated.prefix", "unsafe"),
         ("plan-key-includes-rope", "generated.key-state-machine", "lost_reuse"),
+        # ids and keys judged by how they relate to earlier ones
+        ("plan-key-ignores-alloc", "generated.key-state-machine", "unsafe"),
+        ("clear-keeps-alloc-id", "generated.key-state-machine", "unsafe"),
+        ("truncate-remints", "generated.key-state-machine", "lost_reuse"),
+        ("set-hook-remints-instance-id", "generated.key-state-machine", "lost_reuse"),
     ],
 )
 def test_a_generated_counterexample_has_the_stake_of_its_disagreement(
@@ -209,3 +214,20 @@ def test_a_case_ranked_by_a_later_check_names_that_check_too() -> None:
     assert "stake:    unsafe" in text
     assert "at step 5 (session_valid) (f.yaml:9): expected plan invalid; actual plan valid" in text
     assert "            at " not in render_failure(case, (replace(first, stake="unsafe"), later))
+
+
+@pytest.mark.parametrize(
+    ("want", "have", "stake"),
+    [
+        ("greater than", "equal to", "unsafe"),  # an id given again
+        ("different from", "equal to", "unsafe"),  # two keys merged
+        ("equal to", "greater than", "lost_reuse"),  # a mint for nothing
+        ("equal to", "different from", "lost_reuse"),
+        ("greater than", "less than", ""),  # order only
+        (None, "equal to", ""),
+    ],
+)
+def test_an_id_related_wrongly_in_a_generated_program_is_read_as_same_and_differ(
+    want: str | None, have: str | None, stake: str
+) -> None:
+    assert stakes.of_related_ids(want, have) == stake

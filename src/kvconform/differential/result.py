@@ -98,10 +98,13 @@ def case_result(result: PropertyResult) -> CaseResult:
 
 def _stake(cx: Counterexample) -> str:
     """Which way the first disagreement erred, against every answer the rules allow there
-    (CONF-18; the reference's alone where no other engine was asked)."""
+    (CONF-18; the reference's alone where no other engine was asked), or, for an id, by
+    how it relates to an earlier one."""
     index = cx.mismatch.index
     if cx.mismatch.broken or index >= len(cx.actual):
         return ""
+    if cx.mismatch.relations is not None:  # an id judged by how it relates to an earlier one
+        return stakes.of_related_ids(*cx.mismatch.relations)
     lists = cx.allowed or (cx.expected,)
     allowed = [answers[index] for answers in lists if index < len(answers)]
     return stakes.of_disagreement(cx.program[index], allowed, cx.actual[index])

@@ -108,6 +108,21 @@ def of_disagreement(op: ops.Op, allowed: Iterable[Outcome], actual: Outcome) -> 
     return ""
 
 
+def of_related_ids(want: str | None, have: str | None) -> Stake:
+    """The stake of a generated program's id related wrongly to an earlier id: ``want``
+    is how the reference relates the two (``"equal to"``, ``"greater than"``, ...),
+    ``have`` how the implementation does (CONF-18). An id equal to one the rules make
+    different is one object's id given to another; different where they make it equal,
+    a mint that detaches what could stay; another order, neither."""
+    if want is None or have is None:
+        return ""
+    if have == "equal to" and want != "equal to":
+        return "unsafe"
+    if want == "equal to" and have != "equal to":
+        return "lost_reuse"
+    return ""
+
+
 def _same(value: object, reusable: object) -> bool:
     """``value`` is the answer that reuses (``True`` or ``"valid"``), of its very type."""
     return type(value) is type(reusable) and value == reusable
