@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kvconform.files import write_atomic
+from kvconform.reports.record import STAKE_LABELS
 from kvconform.reports.untrusted import xml as _x
 
 
@@ -96,8 +97,9 @@ def render(report: Mapping[str, Any]) -> str:
             elif r["verdict"] == "failed":
                 failure = r["failure"]
                 on = "seed" if basis == "seed" else "decision " + ",".join(basis)
-                if r.get("stake") in ("unsafe", "lost_reuse"):  # the gravest first (CONF-18)
-                    on = f"{str(r['stake']).replace('_', ' ')}; {on}"
+                label = STAKE_LABELS.get(str(r.get("stake")))
+                if label:  # the gravest first (CONF-18)
+                    on = f"{label}; {on}"
                 node = ET.SubElement(
                     case,
                     "failure",

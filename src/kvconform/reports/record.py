@@ -167,6 +167,11 @@ STAKE_GROUPS = (
 )
 
 
+#: A ranked stake as a report names it; a result's ``stake`` outside it (``other``, or
+#: anything else a JSON file says) is named by no tag (CONF-18).
+STAKE_LABELS = {"unsafe": "unsafe", "lost_reuse": "lost reuse"}
+
+
 def failure_groups(
     failed: Sequence[Mapping[str, Any]],
 ) -> list[tuple[str, list[Mapping[str, Any]]]]:

@@ -16,6 +16,7 @@ from kvconform.reports.html.page import (
     _split,
     escape,
 )
+from kvconform.reports.record import STAKE_LABELS
 
 
 def compare_names(
@@ -120,10 +121,7 @@ def render_compare(
                 text = clip(str(result.get("failure", {}).get("text", case_id)), _TEXT_LIMIT)
                 basis = result.get("basis", "seed")
                 on = "the seeds' semantics" if basis == "seed" else "decision " + ", ".join(basis)
-                stake = result.get("stake")  # the gravest first, in words (CONF-18)
-                if stake in ("unsafe", "lost_reuse"):
-                    on = f"{stake.replace('_', ' ')}, on {on}"
-                else:
-                    on = f"on {on}"
+                ranked = STAKE_LABELS.get(str(result.get("stake")))  # in words (CONF-18)
+                on = f"{ranked}, on {on}" if ranked else f"on {on}"
                 body.append(f"<p>{shown_id}: {escape(on)}</p><pre>{escape(text)}</pre>")
     return _page(title, body)

@@ -12,6 +12,7 @@ from typing import Any
 from kvconform.rendering import clip
 from kvconform.reports.html.page import _LABEL, _TEXT_LIMIT, _counts_table, _page, _split, escape
 from kvconform.reports.record import (
+    STAKE_LABELS,
     advice_text,
     caveats,
     declared,
@@ -265,9 +266,9 @@ def _failure(result: Mapping[str, Any], known: bool = False) -> str:
         tag = '<span class="tag seed">seed: the seeds&#x27; semantics</span>'
     else:
         tag = f'<span class="tag decision">decision {escape(", ".join(basis))}</span>'
-    stake = result.get("stake")
-    if stake in ("unsafe", "lost_reuse"):
-        tag = f'<span class="tag {stake}">{stake.replace("_", " ")}</span> ' + tag
+    stake = str(result.get("stake"))
+    if stake in STAKE_LABELS:
+        tag = f'<span class="tag {stake}">{STAKE_LABELS[stake]}</span> ' + tag
     if known:
         tag += ' <span class="tag known">known: listed in the expectations</span>'
     failure = result.get("failure", {})
