@@ -144,6 +144,7 @@ def test_scenario_verbs_are_the_operation_names() -> None:
         "differ",
         "nonzero",
         "increasing",
+        "together",
         "repeat",
         "restart",
     }

@@ -278,8 +278,11 @@ def test_an_exported_counterexample_of_a_cut_store_passes_every_engine_the_rule_
     tmp_path: Path,
 ) -> None:
     """The scenario exported from a counterexample judged against every order accepts
-    each count some order gives and compares the counts every order makes equal: every
-    engine PREFIX-24 allows passes it (each way of choosing), and the mutant fails it."""
+    each count some order gives, and the counts that differ between orders ``together``
+    as one order gives them: every engine PREFIX-24 allows passes it (each way of
+    choosing), and the mutant fails it at that relation, each of its counts being one
+    some order gives (up to 7.2.0 the export compared only the counts every order makes
+    equal, and such a scenario could pass the mutant on replay)."""
     factory = MUTANTS["prefix-capacity-counts-past-a-miss"].factory
     result = run_property(
         PROPERTIES_BY_ID["generated.prefix"],
@@ -291,11 +294,15 @@ def test_an_exported_counterexample_of_a_cut_store_passes_every_engine_the_rule_
     assert result.exported is not None, result.export_error
     assert "passes on the reference, fails on this implementation" in result.export_note
     (case,) = load_scenario_file(result.exported)
-    assert any(isinstance(c, RelationCheck) for c in case.checks), "no counts compared"
+    (together,) = [
+        c for c in case.checks if isinstance(c, RelationCheck) and c.relation == "together"
+    ]
+    assert len(together.rows) > 1 and len(together.refs) > 1, together
 
     def run(choose: Callable[[int], int]) -> str:
         return runner.run_case(case, InProcessDriver(_FreeReference({}, choose))).verdict
 
     verdicts = list(_every_run(run))
     assert len(verdicts) > 1 and set(verdicts) == {"passed"}, verdicts
-    assert runner.run_case(case, InProcessDriver(factory())).verdict == "failed"
+    failed = runner.run_case(case, InProcessDriver(factory()))
+    assert [f.where.step for f in failed.failures] == [together.where.step], failed.report()

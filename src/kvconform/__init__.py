@@ -22,7 +22,7 @@ from pathlib import Path as _Path
 __version__ = "0.1.0"
 #: The version of the specification and scenario set. Bumped whenever a
 #: requirement or a scenario changes meaning.
-SUITE_VERSION = "7.2.0"
+SUITE_VERSION = "7.3.0"
 
 _here = _Path(__file__).resolve().parent
 

@@ -185,23 +185,30 @@ def _counts_of_every_order(
 ) -> None:
     """A counterexample judged against several engines the rules allow: each lookup
     expects every count one of them gives (``expect_one_of`` where they differ), and the
-    lookups that every one of them answers alike are named and compared with ``same``.
-    What the counts must be together beyond that, only the generated check judges."""
+    lookups whose counts differ between them are named and judged ``together``: their
+    counts must be those one of these engines gives (INTERPRETING.md 4.9), as the
+    generated check judges them."""
     lookups = [i for i, op in enumerate(cx.program) if isinstance(op, ops.PrefixLookup)]
     counts = {i: tuple(_count(answers[i]) for answers in cx.allowed) for i in lookups}
-    groups: dict[tuple[object, ...], list[int]] = {}
+    open_: list[int] = []
     for i in lookups:
         values = sorted({c for c in counts[i] if isinstance(c, int)})
         args = steps[step_of[i] - 1]["prefix_lookup"]
         if len(values) > 1 and None not in counts[i]:
             del args["expect"]
             args["expect_one_of"] = _FlowList(values)
-            groups.setdefault(counts[i], []).append(i)
-    for members in groups.values():
-        if len(members) > 1:
-            for i in members:
-                steps[step_of[i] - 1]["prefix_lookup"]["as"] = f"reused_{i + 1}"
-            steps.append({"same": _FlowList([f"reused_{i + 1}" for i in members])})
+            open_.append(i)
+    if len(open_) > 1:
+        for i in open_:
+            steps[step_of[i] - 1]["prefix_lookup"]["as"] = f"reused_{i + 1}"
+        rows = sorted(
+            {tuple(counts[i][engine] for i in open_) for engine in range(len(cx.allowed))}
+        )
+        together = {
+            "values": _FlowList([f"reused_{i + 1}" for i in open_]),
+            "one_of": _FlowList([_FlowList(row) for row in rows]),
+        }
+        steps.append({"together": _Flow(together)})
 
 
 def _count(outcome: Outcome) -> object:

@@ -304,29 +304,35 @@ class ValueRef:
         return value
 
 
-Relation = Literal["same", "differ", "increasing", "nonzero"]
+Relation = Literal["same", "differ", "increasing", "nonzero", "together"]
 
 _RELATION_TEXT = {
     "same": "all equal",
     "differ": "pairwise different",
     "increasing": "strictly increasing in this order",
     "nonzero": "each a non-zero id",
+    "together": "together",
 }
 
 
 @dataclass(frozen=True)
 class RelationCheck:
-    """Named values must be equal, pairwise different, or strictly increasing."""
+    """Named values must be equal, pairwise different, strictly increasing, or, together,
+    one of the listed rows of values (``together``)."""
 
     where: Where
     relation: Relation
     refs: tuple[ValueRef, ...]
     #: Requirements a failure of this check adds to the case's own.
     requires: tuple[str, ...] = ()
+    #: For ``together``: the rows the values may be, each a value per ref, in order.
+    rows: tuple[tuple[object, ...], ...] = ()
 
     def evaluate(self, outcomes: Sequence[Outcome]) -> Failure | None:
         names = ", ".join(ref.name for ref in self.refs)
         expected = f"{names}: {_RELATION_TEXT[self.relation]}"
+        if self.relation == "together":
+            expected += " " + rows_text(self.rows)
         try:
             values = [ref.get(outcomes) for ref in self.refs]
         except LookupError as exc:  # a value never given: judged only if it was answered
@@ -340,6 +346,8 @@ class RelationCheck:
             ok = all(strictly_equal(v, values[0]) for v in values)
         elif self.relation == "differ":
             ok = len({repr(v) for v in values}) == len(values)
+        elif self.relation == "together":
+            ok = any(strictly_equal(tuple(values), row) for row in self.rows)
         else:
             ok = all(
                 isinstance(a, int) and isinstance(b, int) and a < b
@@ -367,6 +375,11 @@ def show(value: object) -> str:
 def one_of_text(values: Sequence[object]) -> str:
     """The values an ``expect_one_of`` accepts, as a failure shows them."""
     return "one of " + ", ".join(show(v) for v in values)
+
+
+def rows_text(rows: Sequence[Sequence[object]]) -> str:
+    """The rows a ``together`` relation accepts, as a failure shows them."""
+    return "one of " + ", ".join("(" + ", ".join(show(v) for v in row) + ")" for row in rows)
 
 
 def show_error(

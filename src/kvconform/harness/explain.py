@@ -28,6 +28,7 @@ from kvconform.harness.checks import (
     ValueIs,
     ValueOneOf,
     one_of_text,
+    rows_text,
     show,
     show_error,
 )
@@ -229,7 +230,8 @@ def _steps(case: Case) -> list[str]:
     for check in case.checks:
         if isinstance(check, RelationCheck):
             names = ", ".join(ref.name for ref in check.refs)
-            lines.append(f"     then: {check.relation} over [{names}]")
+            rows = f", {rows_text(check.rows)}" if check.rows else ""
+            lines.append(f"     then: {check.relation} over [{names}]{rows}")
     return lines
 
 

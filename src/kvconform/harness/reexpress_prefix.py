@@ -28,9 +28,10 @@ does not fall on the case's block boundaries, or a request with no full block.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import replace
 
-from kvconform.harness.checks import Check, OutcomeCheck, ValueIs, ValueOneOf
+from kvconform.harness.checks import Check, OutcomeCheck, RelationCheck, ValueIs, ValueOneOf
 from kvconform.harness.scenario import Case
 from kvconform.protocol import operations as ops
 from kvconform.values import AdapterInfo
@@ -95,16 +96,36 @@ def _lookups(case: Case) -> dict[int, tuple[int, ...]]:
     return out
 
 
-def _with_counts(case: Case, counts: dict[int, tuple[int, ...]]) -> tuple[Check, ...]:
+def _rows(case: Case) -> list[int]:
+    """Every count the ``together`` relations of ``case`` list."""
+    return [
+        value
+        for check in case.checks
+        if isinstance(check, RelationCheck) and check.relation == "together"
+        for row in check.rows
+        for value in row
+        if isinstance(value, int)
+    ]
+
+
+def _with_counts(
+    case: Case, counts: dict[int, tuple[int, ...]], convert: Callable[[int], int]
+) -> tuple[Check, ...]:
+    """The checks of ``case`` with each lookup's counts replaced by ``counts``, and every
+    count a ``together`` relation lists converted by ``convert``."""
+
     def accepted(values: tuple[int, ...]) -> ValueIs | ValueOneOf:
         return ValueIs(values[0]) if len(values) == 1 else ValueOneOf(values)
 
-    return tuple(
-        replace(c, expect=accepted(counts[c.op_index]))
-        if isinstance(c, OutcomeCheck) and c.op_index in counts
-        else c
-        for c in case.checks
-    )
+    def converted(check: Check) -> Check:
+        if isinstance(check, OutcomeCheck) and check.op_index in counts:
+            return replace(check, expect=accepted(counts[check.op_index]))
+        if isinstance(check, RelationCheck) and check.relation == "together":
+            rows = tuple(tuple(convert(v) for v in row) for row in check.rows)  # type: ignore[arg-type]
+            return replace(check, rows=rows)
+        return check
+
+    return tuple(converted(c) for c in case.checks)
 
 
 def _tokens(text: str) -> list[int]:
@@ -132,7 +153,7 @@ def _grow(case: Case, written: int, factor: int) -> Case:
     return dataclasses.replace(
         case,
         program=tuple(program),
-        checks=_with_counts(case, counts),
+        checks=_with_counts(case, counts, lambda value: value // written * size),
         reexpressed=(*case.reexpressed, how),
     )
 
@@ -178,13 +199,13 @@ def _shrink(case: Case, written: int, size: int) -> Case | str:
     if next_id > _TOKEN_LIMIT:
         return "its blocks need token ids beyond 2^32 - 1"
     counts: dict[int, tuple[int, ...]] = {}
+    for value in (*(v for values in _lookups(case).values() for v in values), *_rows(case)):
+        if value % written:
+            return (
+                f"it expects {value} positions reused, not a whole number of its blocks "
+                f"of {written}"
+            )
     for index, values in _lookups(case).items():
-        for value in values:
-            if value % written:
-                return (
-                    f"it expects {value} positions reused, not a whole number of its blocks "
-                    f"of {written}"
-                )
         counts[index] = tuple(value // written * size for value in values)
     how = (
         f"blocks of {written} positions written as the engine's blocks of {size}: each "
@@ -195,6 +216,6 @@ def _shrink(case: Case, written: int, size: int) -> Case | str:
     return dataclasses.replace(
         case,
         program=tuple(program),
-        checks=_with_counts(case, counts),
+        checks=_with_counts(case, counts, lambda value: value // written * size),
         reexpressed=(*case.reexpressed, how),
     )

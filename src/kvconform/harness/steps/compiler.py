@@ -5,7 +5,7 @@ format itself (``repeat`` and the relations)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvconform.harness.case import Case
@@ -309,6 +309,35 @@ class _CompilerBase:
         self, names: Sequence[str], at: PathKey, where: Where, it: int | None
     ) -> None:
         self._relation("increasing", names, at, where)
+
+    def _v_together(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
+        """Counts the specification leaves to the engine, but not each alone: together they
+        are one of the listed rows (INTERPRETING.md 4.9)."""
+        self._relation("together", args["values"], (*at, "values"), where)
+        check = self.checks.pop()
+        assert isinstance(check, RelationCheck)
+        for ref in check.refs:
+            if ops.BY_CLASS[type(self.program[ref.op_index])].result != "count":
+                raise self._fail(
+                    (*at, "values"), f"together compares counts; {ref.name} is not one"
+                )
+        width = len(check.refs)
+        rows = [tuple(row) for row in args["one_of"] if isinstance(row, list)]
+        if (
+            len(rows) != len(args["one_of"])
+            or len(rows) < 2
+            or len(set(rows)) != len(rows)
+            or any(len(row) != width for row in rows)
+            or not all(
+                isinstance(c, int) and not isinstance(c, bool) and c >= 0 for r in rows for c in r
+            )
+        ):
+            raise self._fail(
+                (*at, "one_of"),
+                f"together must list two or more distinct rows of {width} counts each, "
+                "one count per value named",
+            )
+        self.checks.append(replace(check, rows=tuple(rows)))
 
 
 #: Error kinds whose field is fixed by the kind (ERR-2), so a scenario need not say it.
