@@ -439,3 +439,26 @@ def test_a_failure_at_an_input_points_to_the_declaration() -> None:
     assert media.verdict == tokens.verdict == "failed"
     assert "cannot carry media declares capabilities.prefix_inputs" in media.report()
     assert "prefix_inputs" not in tokens.report()
+
+
+def test_a_reader_of_version_2_alone_is_never_sent_a_version_1_expectation() -> None:
+    """spec/protocol.md: the ``expected`` of a ``verify`` is a configuration the reader
+    could run under, so a reader of ``[2]`` alone gets version-2 expectations only (a
+    version-1 case is lifted or set aside, INTERPRETING.md §6.1, §6.4.2): an adapter may
+    build upstream ferrox's expectation type, which has a layout, from every one."""
+    from tests.variants import all_variants
+
+    (variant,) = [v for v in all_variants() if v.name == "v2-only-f32"]
+    adapter = variant.factory()
+    assert list(adapter.describe().format_reads) == [2]
+    versions: list[int] = []
+    verify = adapter.verify
+
+    def recording(recorded: object, payload: object, expected: object, **kw: object) -> object:
+        versions.append(expected.format_version)  # type: ignore[attr-defined]
+        return verify(recorded, payload, expected, **kw)
+
+    adapter.verify = recording
+    results = run_cases(suite.all_cases(), InProcessDriver(adapter))
+    assert not [r.report() for r in results if r.verdict == "failed"]
+    assert len(versions) > 50 and set(versions) == {2}, sorted(set(versions))
