@@ -156,3 +156,25 @@ def test_a_row_count_off_the_blocks_sets_a_shrunk_case_aside(tmp_path: Path) -> 
     assert into_block_size(case, 2) == (
         "it expects 6 positions reused, not a whole number of its blocks of 4"
     )
+
+
+def test_every_shipped_row_holds_counts_its_steps_accept() -> None:
+    """A row with a count its own step does not accept could never pass: the suite's files
+    list none (INTERPRETING.md §4.9 says so, and runners need not check it)."""
+    from kvconform.harness.checks import OutcomeCheck, ValueIs, ValueOneOf
+
+    seen = 0
+    for case in suite.all_cases():
+        accepted: dict[int, tuple[object, ...]] = {}
+        for check in case.checks:
+            if isinstance(check, OutcomeCheck) and isinstance(check.expect, ValueIs):
+                accepted[check.op_index] = (check.expect.value,)
+            elif isinstance(check, OutcomeCheck) and isinstance(check.expect, ValueOneOf):
+                accepted[check.op_index] = tuple(check.expect.values)
+        for check in case.checks:
+            if isinstance(check, RelationCheck) and check.relation == "together":
+                for row in check.rows:
+                    for ref, count in zip(check.refs, row, strict=True):
+                        assert count in accepted.get(ref.op_index, (count,)), (case.id, row)
+                seen += 1
+    assert seen >= 1
