@@ -178,3 +178,15 @@ def test_every_shipped_row_holds_counts_its_steps_accept() -> None:
                         assert count in accepted.get(ref.op_index, (count,)), (case.id, row)
                 seen += 1
     assert seen >= 1
+
+
+def test_a_larger_block_multiplies_a_count_that_is_not_a_whole_number_of_blocks(
+    tmp_path: Path,
+) -> None:
+    """Growth multiplies every count by the factor, whole blocks or not (a partial block
+    under ``exact_tail``, a position count under ``tokens``): 6 positions of blocks of 4
+    are 12 of blocks of 8, not the whole blocks of 6 scaled (8)."""
+    (case,) = _load(tmp_path, "grow", "{values: [a, a], one_of: [[0, 0], [6, 6]]}")
+    grown = into_block_size(case, 8)
+    assert isinstance(grown, Case)
+    assert _together(grown).rows == ((0, 0), (12, 12))

@@ -153,7 +153,7 @@ def _grow(case: Case, written: int, factor: int) -> Case:
     return dataclasses.replace(
         case,
         program=tuple(program),
-        checks=_with_counts(case, counts, lambda value: value // written * size),
+        checks=_with_counts(case, counts, lambda value: value * factor),
         reexpressed=(*case.reexpressed, how),
     )
 
