@@ -5,7 +5,7 @@ format itself (``repeat`` and the relations)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from kvconform.harness.case import Case
@@ -283,9 +283,10 @@ class _CompilerBase:
 
     # relations
 
-    def _relation(
-        self, relation: str, names: Sequence[str], at: PathKey, where: Where, minimum: int = 2
-    ) -> None:
+    def _refs(
+        self, relation: str, names: Sequence[str], at: PathKey, minimum: int = 2
+    ) -> tuple[ValueRef, ...]:
+        """The values ``names`` stand for, collected names expanded (INTERPRETING.md 4.9)."""
         refs: list[ValueRef] = []
         for index, name in enumerate(names):
             found = self.scope.values.get(name)
@@ -294,7 +295,13 @@ class _CompilerBase:
             refs.extend(found)
         if len(refs) < minimum:
             raise self._fail(at, f"{relation} needs at least {minimum} values")
-        self.checks.append(RelationCheck(where, relation, tuple(refs)))  # type: ignore[arg-type]
+        return tuple(refs)
+
+    def _relation(
+        self, relation: str, names: Sequence[str], at: PathKey, where: Where, minimum: int = 2
+    ) -> None:
+        refs = self._refs(relation, names, at, minimum)
+        self.checks.append(RelationCheck(where, relation, refs))  # type: ignore[arg-type]
 
     def _v_same(self, names: Sequence[str], at: PathKey, where: Where, it: int | None) -> None:
         self._relation("same", names, at, where)
@@ -313,15 +320,13 @@ class _CompilerBase:
     def _v_together(self, args: _Args, at: PathKey, where: Where, it: _Iter) -> None:
         """Counts the specification leaves to the engine, but not each alone: together they
         are one of the listed rows (INTERPRETING.md 4.9)."""
-        self._relation("together", args["values"], (*at, "values"), where)
-        check = self.checks.pop()
-        assert isinstance(check, RelationCheck)
-        for ref in check.refs:
+        refs = self._refs("together", args["values"], (*at, "values"))
+        for ref in refs:
             if ops.BY_CLASS[type(self.program[ref.op_index])].result != "count":
                 raise self._fail(
                     (*at, "values"), f"together compares counts; {ref.name} is not one"
                 )
-        width = len(check.refs)
+        width = len(refs)
         rows = [tuple(row) for row in args["one_of"] if isinstance(row, list)]
         if (
             len(rows) != len(args["one_of"])
@@ -337,7 +342,7 @@ class _CompilerBase:
                 f"together must list two or more distinct rows of {width} counts each, "
                 "one count per value named",
             )
-        self.checks.append(replace(check, rows=tuple(rows)))
+        self.checks.append(RelationCheck(where, "together", refs, rows=tuple(rows)))
 
 
 #: Error kinds whose field is fixed by the kind (ERR-2), so a scenario need not say it.
