@@ -198,15 +198,16 @@ def _shrink(case: Case, written: int, size: int) -> Case | str:
         program.append(op)
     if next_id > _TOKEN_LIMIT:
         return "its blocks need token ids beyond 2^32 - 1"
-    counts: dict[int, tuple[int, ...]] = {}
-    for value in (*(v for values in _lookups(case).values() for v in values), *_rows(case)):
+    lookups = _lookups(case)
+    for value in (*(v for values in lookups.values() for v in values), *_rows(case)):
         if value % written:
             return (
                 f"it expects {value} positions reused, not a whole number of its blocks "
                 f"of {written}"
             )
-    for index, values in _lookups(case).items():
-        counts[index] = tuple(value // written * size for value in values)
+    counts = {
+        index: tuple(v // written * size for v in values) for index, values in lookups.items()
+    }
     how = (
         f"blocks of {written} positions written as the engine's blocks of {size}: each "
         f"full block as {size} copies of one token id of its own (equal blocks, equal ids), "
